@@ -1,0 +1,118 @@
+"""Input checks and launch helpers shared by the exercise files and the grader.
+
+The exercise files call these so that every submission validates input the same way, and the
+grader calls the launch helpers with the *student's* kernel and its own block sizes, so that it
+never depends on a student's host code.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+
+from kata import runtime
+
+
+def _require_tensor(name: str, x) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must have a floating-point dtype, got {x.dtype}")
+    if x.dim() != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {tuple(x.shape)}")
+
+
+def _require_device(**tensors: torch.Tensor) -> torch.device:
+    devices = {name: x.device for name, x in tensors.items()}
+    if len(set(devices.values())) > 1:
+        listed = ", ".join(f"{name} on {dev}" for name, dev in devices.items())
+        raise ValueError(f"tensors must be on one device, got {listed}")
+    device = next(iter(devices.values()))
+    if device.type != runtime.DEVICE:
+        raise ValueError(
+            f"tensors are on {device} but kernels run on {runtime.describe()}; "
+            f"move them with .to({runtime.DEVICE!r})"
+        )
+    return device
+
+
+def check_attention_inputs(q, k, v) -> None:
+    """Raise TypeError/ValueError naming the first problem with q (M, D), k and v (N, D)."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _require_tensor(name, x)
+    if q.shape[1] != k.shape[1]:
+        raise ValueError(
+            f"q and k must share the head dimension, got {q.shape[1]} and {k.shape[1]}"
+        )
+    if k.shape[0] != v.shape[0]:
+        raise ValueError(f"k and v must have the same length, got {k.shape[0]} and {v.shape[0]}")
+    if v.shape[1] != q.shape[1]:
+        raise ValueError(f"v must have head dimension {q.shape[1]} like q, got {v.shape[1]}")
+    if q.shape[1] == 0:
+        raise ValueError("the head dimension D must be at least 1")
+    if k.shape[0] == 0 and q.shape[0] > 0:
+        raise ValueError("k and v are empty: attention over no keys is undefined")
+    _require_device(q=q, k=k, v=v)
+
+
+def attention_blocks(D: int, block_m: int = 16, block_n: int = 16) -> tuple[int, int, int]:
+    """Block sizes for a head dimension D; a compiled tl.dot needs every dimension >= 16."""
+    block_d = max(runtime.MIN_DOT_BLOCK, triton.next_power_of_2(D))
+    return block_m, block_n, block_d
+
+
+def launch_attention(kernel, q, k, v, *, block_m: int = 16, block_n: int = 16, out=None):
+    """Check the inputs, then run an attention ``kernel`` with the chapter's signature.
+
+    ``out`` may be a preallocated (M, D) float32 tensor (the grader passes one filled with NaN).
+    """
+    check_attention_inputs(q, k, v)
+    M, D = q.shape
+    N = k.shape[0]
+    if out is None:
+        out = torch.empty((M, D), dtype=torch.float32, device=q.device)
+    if M == 0:
+        return out
+    BLOCK_M, BLOCK_N, BLOCK_D = attention_blocks(D, block_m, block_n)
+    grid = (triton.cdiv(M, BLOCK_M),)
+    kernel[grid](
+        q, k, v, out, M, N, D,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        out.stride(0), out.stride(1),
+        1.0 / math.sqrt(D),
+        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=BLOCK_D,
+    )  # fmt: skip
+    return out
+
+
+def check_gating_input(logits) -> None:
+    """Raise TypeError/ValueError naming the first problem with logits (M tokens, E experts)."""
+    _require_tensor("logits", logits)
+    if logits.shape[1] < 2:
+        raise ValueError(f"top-2 gating needs at least 2 experts, got E={logits.shape[1]}")
+    _require_device(logits=logits)
+
+
+def launch_gating(kernel, logits, *, out=None):
+    """Check the input, then run a gating ``kernel``; returns ``(w0, w1, idx0, idx1)``.
+
+    ``out`` may be a preallocated tuple of the four outputs (the grader fills them with NaN / -1).
+    """
+    check_gating_input(logits)
+    M, E = logits.shape
+    if logits.stride(1) != 1:
+        # The chapter's kernel walks experts with unit stride; only rows may be strided.
+        logits = logits.contiguous()
+    if out is None:
+        w0, w1 = (torch.empty(M, dtype=torch.float32, device=logits.device) for _ in range(2))
+        idx0, idx1 = (torch.empty(M, dtype=torch.int32, device=logits.device) for _ in range(2))
+    else:
+        w0, w1, idx0, idx1 = out
+    if M > 0:
+        kernel[(M,)](
+            logits, w0, w1, idx0, idx1, M, E, logits.stride(0),
+            BLOCK_E=triton.next_power_of_2(E),
+        )  # fmt: skip
+    return w0, w1, idx0, idx1

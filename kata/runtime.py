@@ -1,0 +1,88 @@
+"""Decide once, before Triton is imported, where kernels run.
+
+Every entry point (solutions, exercises, the grader, the tests) imports this module before
+``triton``. It picks one of two backends and prepares the environment Triton reads:
+
+* ``cuda``: kernels are compiled for the GPU. fp32 ``tl.dot`` defaults to TF32 on NVIDIA GPUs,
+  which misses the chapter's 1e-4 tolerance, so ``TRITON_F32_DEFAULT=ieee`` is set unless the
+  caller already chose a precision.
+* ``interpreter``: Triton's CPU interpreter (``TRITON_INTERPRET=1``), for machines without CUDA.
+
+``KATA_DEVICE=auto|cuda|interpreter`` forces a choice (``auto`` is the default). A pre-set
+``TRITON_INTERPRET=1`` is honoured as a request for the interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+CHOICES = ("auto", "cuda", "interpreter")
+
+
+class BackendError(RuntimeError):
+    """The requested backend cannot be used on this machine."""
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _select() -> str:
+    requested = os.environ.get("KATA_DEVICE", "auto").strip().lower() or "auto"
+    if requested not in CHOICES:
+        raise BackendError(f"KATA_DEVICE={requested!r} is not one of {', '.join(CHOICES)}")
+    if requested == "auto" and os.environ.get("TRITON_INTERPRET", "0") == "1":
+        requested = "interpreter"
+    if requested == "cuda":
+        if not _cuda_available():
+            raise BackendError("KATA_DEVICE=cuda was requested but torch sees no CUDA GPU")
+        return "cuda"
+    if requested == "interpreter" or not _cuda_available():
+        return "interpreter"
+    return "cuda"
+
+
+BACKEND = _select()
+DEVICE = "cuda" if BACKEND == "cuda" else "cpu"
+INTERPRETER = BACKEND == "interpreter"
+
+if INTERPRETER:
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        os.environ["TRITON_INTERPRET"] = "1"
+        if os.environ.get("KATA_DEVICE", "auto") == "auto":
+            print(
+                "kata: no CUDA GPU found; kernels run in Triton's CPU interpreter (TRITON_INTERPRET=1)",
+                file=sys.stderr,
+            )
+else:
+    os.environ["TRITON_INTERPRET"] = "0"
+    os.environ.setdefault("TRITON_F32_DEFAULT", "ieee")
+
+# The smallest tile a compiled tl.dot accepts; the interpreter would take less, but using the
+# same blocks on both backends keeps their results comparable.
+MIN_DOT_BLOCK = 16
+
+
+def describe() -> str:
+    """A one-line name of the backend, e.g. ``cuda: NVIDIA H200`` or ``interpreter: cpu``."""
+    if INTERPRETER:
+        return "interpreter: cpu"
+    import torch
+
+    return f"cuda: {torch.cuda.get_device_name()}"
+
+
+def versions() -> dict[str, str]:
+    """Python, torch and triton versions, read without importing triton's compiler."""
+    from importlib import metadata
+
+    found = {"python": sys.version.split()[0]}
+    for name in ("torch", "triton"):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "missing"
+    return found

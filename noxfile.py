@@ -1,0 +1,109 @@
+"""Everything a student, an instructor or CI runs: `nox -l` lists the sessions.
+
+All sessions share one environment, ``.nox/kata``. It is a virtual environment that also sees the
+packages of the Python running nox (and of the system), so a CUDA build of torch that is already
+installed is used as it is. Only what is missing gets installed; torch, if missing, as
+``torch==2.13.0`` (override with ``KATA_TORCH``, e.g.
+``KATA_TORCH="torch --index-url https://download.pytorch.org/whl/cpu"``).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import sysconfig
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+ENV = ROOT / ".nox" / "kata"
+
+nox.options.default_venv_backend = "none"
+nox.options.sessions = ["grade"]
+
+# module to import -> what pip installs when it is missing
+RUNTIME = {
+    "torch": os.environ.get("KATA_TORCH", "torch==2.13.0"),
+    "triton": "triton",
+    "numpy": "numpy",
+    "pytest": "pytest>=7",
+    "pytest_jsonreport": "pytest-json-report>=1.5",
+}
+DEV = {"ruff": "ruff"}
+
+
+def _env_python(session: nox.Session, extra: dict[str, str] | None = None) -> str:
+    """The shared environment's python, created and completed on first use."""
+    bindir = "Scripts" if os.name == "nt" else "bin"
+    python = ENV / bindir / ("python.exe" if os.name == "nt" else "python")
+    if not python.exists():
+        session.log(f"creating {ENV.relative_to(ROOT)} (sees the packages of {sys.executable})")
+        session.run(sys.executable, "-m", "venv", "--system-site-packages", str(ENV))
+        # Also see the packages of the interpreter running nox, when that is itself a venv
+        # holding torch: a venv's --system-site-packages only reaches the base interpreter.
+        site = session.run(
+            str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            silent=True,
+        ).strip()  # fmt: skip
+        own = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+        Path(site, "_kata_parent_site.pth").write_text("\n".join(sorted(own)) + "\n")
+    wanted = {**RUNTIME, **(extra or {})}
+    probe = "import importlib.util as u, sys; print(*[m for m in sys.argv[1:] if u.find_spec(m) is None])"
+    missing = session.run(str(python), "-c", probe, *wanted, silent=True).split()
+    if missing:
+        specs = [arg for module in missing for arg in shlex.split(wanted[module])]
+        session.run(str(python), "-m", "pip", "install", "--disable-pip-version-check", *specs)
+    return str(python)
+
+
+@nox.session
+def grade(session: nox.Session) -> None:
+    """Grade your exercises (args: [EXERCISE ...] [--target DIR] [--report FILE] ...)."""
+    session.run(_env_python(session), "-m", "grader", *session.posargs)
+
+
+@nox.session
+def validate(session: nox.Session) -> None:
+    """Prove the grader right: solutions 100, skeletons 0, every known-wrong kernel caught."""
+    session.run(_env_python(session), "-m", "grader.validate", *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The repository's own tests (kernels, generator, grader), then validate and lint."""
+    python = _env_python(session, DEV)
+    session.run(python, "-m", "pytest", *(session.posargs or ["tests"]))
+    if not session.posargs:
+        session.run(python, "-m", "grader.validate")
+        session.run(python, "-m", "ruff", "check", ".")
+        session.run(python, "-m", "ruff", "format", "--check", ".")
+
+
+@nox.session
+def generate(session: nox.Session) -> None:
+    """Rewrite exercises/ from solutions/ (strips the marked solution regions)."""
+    session.run(_env_python(session), "-m", "kata.generate", *session.posargs)
+
+
+@nox.session
+def run(session: nox.Session) -> None:
+    """Run an exercise's worked example: `nox -s run -- 02` (add `--solutions` for the answer)."""
+    sys.path.insert(0, str(ROOT))
+    from kata.catalogue import EXERCISE_LIST, SOLUTIONS, EXERCISES, find
+
+    args = list(session.posargs)
+    folder = SOLUTIONS if "--solutions" in args else EXERCISES
+    names = [a for a in args if a != "--solutions"] or [ex.number for ex in EXERCISE_LIST]
+    python = _env_python(session)
+    for name in names:
+        session.run(python, str(folder / find(name).filename), success_codes=[0, 1])
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and format check."""
+    python = _env_python(session, DEV)
+    session.run(python, "-m", "ruff", "check", ".")
+    session.run(python, "-m", "ruff", "format", "--check", ".")
