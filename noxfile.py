@@ -91,7 +91,7 @@ def generate(session: nox.Session) -> None:
 def run(session: nox.Session) -> None:
     """Run an exercise's worked example: `nox -s run -- 02` (add `--solutions` for the answer)."""
     sys.path.insert(0, str(ROOT))
-    from kata.catalogue import EXERCISE_LIST, SOLUTIONS, EXERCISES, find
+    from kata.catalogue import EXERCISE_LIST, EXERCISES, SOLUTIONS, find
 
     args = list(session.posargs)
     folder = SOLUTIONS if "--solutions" in args else EXERCISES

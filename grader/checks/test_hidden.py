@@ -1,0 +1,10 @@
+"""The hidden checks: one test per rubric entry of the exercise being graded.
+
+The runner passes ``--kata-exercise``; ``grader.plugin`` parametrizes ``check`` with that
+exercise's entries of ``grader.rubric.CHECKS``. Adding a check means adding a rubric entry
+(and, if it needs new inputs, a case in ``grader.cases``).
+"""
+
+
+def test_check(check, submission):
+    check.run(submission)

@@ -1,0 +1,73 @@
+"""``python -m grader`` / ``nox -s grade``: grade a folder of kernel files and write a report.
+
+Exit status 0 whenever a report was written, whatever the score; 2 when the grader itself could
+not run (bad arguments, no such folder, a backend that is not available), with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from kata.catalogue import EXERCISE_LIST, EXERCISES, ROOT, find
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m grader", description="Grade the kata's exercises.")
+    p.add_argument("exercises", nargs="*", metavar="EXERCISE",
+                   help="exercise number (02) or file stem; default: all")  # fmt: skip
+    p.add_argument("--target", type=Path, default=EXERCISES,
+                   help="folder with the submission's files (default: exercises/)")  # fmt: skip
+    p.add_argument("--report", type=Path, default=ROOT / "reports" / "score.json",
+                   help="score report to write (default: reports/score.json)")  # fmt: skip
+    p.add_argument("--gradescope", type=Path, help="also write Gradescope's results.json here")
+    p.add_argument("--device", choices=("auto", "cuda", "interpreter"), default="auto",
+                   help="where kernels run (default: auto, CUDA when torch sees a GPU)")  # fmt: skip
+    p.add_argument("--timeout", type=float, help="seconds per exercise for the submission")
+    p.add_argument("--jobs", type=int, help="exercises graded at once")
+    p.add_argument("--quiet", action="store_true", help="print only the total")
+    return p
+
+
+def fail(message: str) -> int:
+    print(f"grader: {message}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        chosen = [find(name) for name in args.exercises] or list(EXERCISE_LIST)
+    except KeyError as exc:
+        return fail(exc.args[0])
+    target = args.target.resolve()
+    if not target.is_dir():
+        return fail(f"target folder {args.target} does not exist")
+
+    os.environ["KATA_DEVICE"] = args.device
+    try:
+        from kata import runtime
+    except Exception as exc:  # BackendError, or torch missing
+        return fail(f"cannot choose a backend: {exc}")
+
+    from grader import runner
+    from grader.report import Report
+    from grader.summary import Printer
+
+    printer = Printer(quiet=args.quiet)
+    printer.start(target, runtime.describe(), chosen)
+    start = time.monotonic()
+    results = runner.grade(chosen, target, runtime.BACKEND, args.report.parent,
+                           jobs=args.jobs, timeout=args.timeout, on_done=printer.exercise_done)  # fmt: skip
+    report = Report(
+        target=str(target), device=runtime.describe(), versions=runtime.versions(),
+        exercises=results, duration_s=round(time.monotonic() - start, 2),
+    )  # fmt: skip
+    report.write(args.report)
+    if args.gradescope:
+        report.write_gradescope(args.gradescope)
+    printer.finish(report, args.report, args.gradescope)
+    return 0

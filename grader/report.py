@@ -1,0 +1,96 @@
+"""The score report: result dataclasses, versioned JSON, and Gradescope's results.json.
+
+The schema is documented in docs/report-schema.md; bump SCHEMA_VERSION on any change to it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+SCHEMA_VERSION = "1.0"
+STATUSES = ("passed", "failed", "error")
+
+
+@dataclass
+class CheckResult:
+    id: str
+    status: str  # passed | failed | error
+    points: int
+    max_points: int
+    trap: str | None
+    message: str
+    todo: str
+
+
+@dataclass
+class ExerciseResult:
+    id: str  # the file stem
+    file: str
+    score: int
+    max_score: int
+    checks: list[CheckResult]
+    duration_s: float = 0.0
+    output: str = ""  # what the submission printed, truncated
+    error: str | None = None  # why no check could run, when that is the case
+
+    @property
+    def traps(self) -> list[str]:
+        return list(dict.fromkeys(c.trap for c in self.checks if c.trap))
+
+
+@dataclass
+class Report:
+    target: str
+    device: str
+    versions: dict[str, str]
+    exercises: list[ExerciseResult]
+    duration_s: float
+    schema_version: str = SCHEMA_VERSION
+    score: int = field(init=False)
+    max_score: int = field(init=False)
+    traps: list[str] = field(init=False)
+
+    def __post_init__(self):
+        self.score = sum(e.score for e in self.exercises)
+        self.max_score = sum(e.max_score for e in self.exercises)
+        self.traps = list(dict.fromkeys(t for e in self.exercises for t in e.traps))
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        order = ["schema_version", "target", "device", "versions", "score", "max_score",
+                 "duration_s", "traps", "exercises"]  # fmt: skip
+        return {key: data[key] for key in order}
+
+    def write(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+
+    def gradescope(self) -> dict:
+        """Gradescope's autograder results.json (one test per check)."""
+        tests = []
+        for ex in self.exercises:
+            for c in ex.checks:
+                lines = [c.message] if c.message else []
+                if c.trap:
+                    lines.insert(0, f"trap: {c.trap}")
+                tests.append({
+                    "name": f"{ex.id}: {c.id}",
+                    "score": c.points,
+                    "max_score": c.max_points,
+                    "status": "passed" if c.status == "passed" else "failed",
+                    "output": "\n".join(lines),
+                    "visibility": "visible",
+                })  # fmt: skip
+        found = ", ".join(self.traps) or "none"
+        return {
+            "score": self.score,
+            "execution_time": round(self.duration_s, 2),
+            "output": f"{self.score}/{self.max_score} on {self.device}; traps found: {found}",
+            "tests": tests,
+        }
+
+    def write_gradescope(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.gradescope(), indent=2) + "\n")
