@@ -7,6 +7,7 @@ not run (bad arguments, no such folder, a backend that is not available), with t
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import time
@@ -46,6 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     target = args.target.resolve()
     if not target.is_dir():
         return fail(f"target folder {args.target} does not exist")
+
+    missing = [m for m in ("torch", "triton", "numpy", "pytest", "pytest_jsonreport")
+               if importlib.util.find_spec(m) is None]  # fmt: skip
+    if missing:
+        return fail(f"missing Python packages: {', '.join(missing)} (nox -s grade installs them)")
 
     os.environ["KATA_DEVICE"] = args.device
     try:

@@ -32,17 +32,16 @@ class Printer:
     def exercise_done(self, ex: ExerciseResult) -> None:
         self._print()
         self._print(f"{ex.id}  {ex.score}/{ex.max_score}  ({ex.duration_s:.1f} s)")
+        if ex.error:  # nothing could be judged: say why once
+            for line in textwrap.wrap(ex.error, WIDTH - 4):
+                self._print(f"    {line}")
         for c in ex.checks:
             mark = self._paint(MARKS[c.status], c.status)
-            self._print(
-                f"  {mark} {c.id:<38} {c.points:>2}/{c.max_points:<2}"
-                + (f"  [{c.trap}]" if c.trap else "")
-            )
-            if c.status != "passed" and c.message and (c.trap or c is ex.checks[0] or not ex.error):
+            trap = f"  [{c.trap}]" if c.trap else ""
+            self._print(f"  {mark} {c.id:<38} {c.points:>2}/{c.max_points:<2}{trap}")
+            if c.status != "passed" and c.message and c.message != ex.error:
                 for line in textwrap.wrap(c.message, WIDTH - 9):
                     self._print(f"         {line}")
-        if ex.error and ex.checks and all(c.message == ex.error for c in ex.checks[1:]):
-            pass
 
     def finish(self, report: Report, path: Path, gradescope: Path | None) -> None:
         traps = ", ".join(report.traps) or "none"
