@@ -31,6 +31,8 @@ RUNTIME = {
     "pytest": "pytest>=7",
     "pytest_jsonreport": "pytest-json-report>=1.5",
 }
+if sys.version_info < (3, 11):
+    RUNTIME["tomli"] = "tomli"  # hints.toml; tomllib is in the standard library from 3.11
 DEV = {"ruff": "ruff"}
 
 
@@ -99,6 +101,24 @@ def run(session: nox.Session) -> None:
     python = _env_python(session)
     for name in names:
         session.run(python, str(folder / find(name).filename), success_codes=[0, 1])
+
+
+@nox.session
+def hint(session: nox.Session) -> None:
+    """Show an exercise's next hint: `nox -s hint -- 02` (`--all` for every level)."""
+    session.run(_env_python(session), "-m", "kata.hints", *session.posargs)
+
+
+@nox.session
+def watch(session: nox.Session) -> None:
+    """Regrade an exercise whenever its file is saved: `nox -s watch [-- 02]`."""
+    session.run(_env_python(session), "-m", "kata.watch", *session.posargs)
+
+
+@nox.session
+def reset(session: nox.Session) -> None:
+    """Restore an exercise's skeleton, keeping yours as .bak: `nox -s reset -- 02`."""
+    session.run(_env_python(session), "-m", "kata.reset", *session.posargs)
 
 
 @nox.session

@@ -1,0 +1,80 @@
+"""``nox -s hint -- 02``: show an exercise's hints one level at a time.
+
+Hints live in ``exercises/hints.toml``. How far each exercise has been revealed is remembered in
+``.kata/hints.json``, so each call shows one more level (``--all`` shows them all, ``--reset``
+starts over).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+
+from kata.catalogue import EXERCISES, ROOT, find
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+STATE = ROOT / ".kata" / "hints.json"
+
+
+def load_hints() -> dict:
+    with open(EXERCISES / "hints.toml", "rb") as fh:
+        return tomllib.load(fh)
+
+
+def _state() -> dict:
+    try:
+        return json.loads(STATE.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="nox -s hint --", description="Show hints, one level at a time."
+    )
+    parser.add_argument("exercise", help="exercise number (02) or file stem")
+    parser.add_argument("--all", action="store_true", help="show every level")
+    parser.add_argument("--reset", action="store_true", help="forget which levels were shown")
+    args = parser.parse_args(argv)
+    try:
+        ex = find(args.exercise)
+    except KeyError as exc:
+        print(exc.args[0], file=sys.stderr)
+        return 2
+    entry = load_hints()[ex.stem]
+    levels = entry["levels"]
+    state = _state()
+    if args.reset:
+        state.pop(ex.stem, None)
+    shown = len(levels) if args.all else min(state.get(ex.stem, 0) + 1, len(levels))
+    state[ex.stem] = shown
+    STATE.parent.mkdir(exist_ok=True)
+    STATE.write_text(json.dumps(state))
+
+    print(f"Hints for {ex.stem} ({entry['title']}): level {shown} of {len(levels)}")
+    for n, text in enumerate(levels[:shown], 1):
+        print()
+        print(
+            textwrap.fill(
+                " ".join(text.split()), 78, initial_indent=f"{n}. ", subsequent_indent="   "
+            )
+        )
+    print()
+    if shown < len(levels):
+        print(f"Run `nox -s hint -- {ex.number}` again for the next level.")
+    else:
+        print(
+            "That was the last level. The docs page docs/exercises/"
+            + f"{ex.stem}.md explains the trap."
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
