@@ -104,6 +104,12 @@ def run(session: nox.Session) -> None:
 
 
 @nox.session
+def batch(session: nox.Session) -> None:
+    """Grade a class: `nox -s batch -- --submissions DIR --out DIR [--force] [--jobs N]`."""
+    session.run(_env_python(session), "-m", "grader.batch", *session.posargs)
+
+
+@nox.session
 def hint(session: nox.Session) -> None:
     """Show an exercise's next hint: `nox -s hint -- 02` (`--all` for every level)."""
     session.run(_env_python(session), "-m", "kata.hints", *session.posargs)
