@@ -110,6 +110,12 @@ def batch(session: nox.Session) -> None:
 
 
 @nox.session
+def figures(session: nox.Session) -> None:
+    """Redraw docs/figures/*.png from the reference kernels (needs matplotlib)."""
+    session.run(_env_python(session, {"matplotlib": "matplotlib"}), "-m", "kata.figures")
+
+
+@nox.session
 def hint(session: nox.Session) -> None:
     """Show an exercise's next hint: `nox -s hint -- 02` (`--all` for every level)."""
     session.run(_env_python(session), "-m", "kata.hints", *session.posargs)
