@@ -89,4 +89,4 @@ def causal_flash_attention(q, k, v, BLOCK_M=16, BLOCK_N=16):
 
 
 if __name__ == "__main__":
-    sys.exit(examples.causal_attention_example(causal_flash_attention))
+    sys.exit(examples.causal_attention_example(causal_flash_attention, __file__))

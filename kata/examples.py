@@ -55,13 +55,16 @@ def causal_attention_example(causal_flash_attention, caller: str | None = None) 
     )
 
     # The non-causal kernel of 21.1 (the sibling file 01) is bug-free, yet wrong for this task.
+    # This part demonstrates the chapter's point; it does not judge this file, so it does not
+    # change the exit status (an unfinished 01 would otherwise fail a finished 02).
     folder = Path(caller or sys.argv[0]).resolve().parent
     sibling = folder / catalogue.EXERCISE_LIST[0].filename
     if sibling.exists():
         noncausal = catalogue.load_file(sibling).flash_attention(*dev).cpu()
-        print(f"  the non-causal kernel from {sibling.parent.name}/{sibling.name}:")
-        ok &= _verdict("non-causal kernel vs causal oracle", noncausal, causal_ref, 1e-4, False)
-        ok &= _verdict("non-causal kernel vs non-causal oracle", noncausal, full_ref, 1e-4)
+        print(f"  the non-causal kernel from {sibling.parent.name}/{sibling.name}, on the causal task:")
+        _verdict("non-causal kernel vs causal oracle", noncausal, causal_ref, 1e-4, False)
+        if not _verdict("non-causal kernel vs non-causal oracle", noncausal, full_ref, 1e-4):
+            print(f"  (that kernel is not right yet even for its own task: finish {sibling.name})")
     return 0 if ok else 1
 
 

@@ -49,6 +49,9 @@ def strip(source: str, name: str = "<solution>") -> str:
         if region == "SKELETON":
             indent = line[: len(line) - len(line.lstrip())]
             body = line.lstrip()
+            if body.rstrip("\r\n") in ("", "#"):  # a blank line inside the skeleton
+                out.append("\n")
+                continue
             if not body.startswith("# "):
                 raise MarkerError(f"{name}:{lineno}: skeleton lines must be commented out")
             line = indent + body[2:]

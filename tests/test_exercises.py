@@ -1,0 +1,281 @@
+"""The exercises: their TODOs, their sync with the solutions, the generator that makes them, the
+exact wrong answer each untouched exercise gives (its trap), and the worked-example scripts."""
+
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import torch
+
+from grader.cases import ATTENTION, Case
+from grader.traps import _unrescaled
+from kata import generate, oracles
+from kata.catalogue import EXERCISE_LIST, EXERCISES, ROOT, SOLUTIONS
+
+TRAP_TOL = 1e-5  # an untouched exercise computes its trap exactly, up to float32 noise
+FAR = 0.1  # a different answer, not float noise
+TODO = re.compile(r"# TODO\(([^)]*)\)")
+STEMS = [pytest.param(ex, id=ex.stem) for ex in EXERCISE_LIST]
+
+
+def as_np(x: torch.Tensor) -> np.ndarray:
+    return x.detach().cpu().double().numpy()
+
+
+def max_diff(got: torch.Tensor, want: np.ndarray) -> float:
+    got64 = as_np(got)
+    assert got64.shape == want.shape
+    return float(np.max(np.abs(got64 - want)))
+
+
+def todo_ids(path) -> list[str]:
+    return [m.group(1) for line in path.read_text().splitlines() if (m := TODO.search(line))]
+
+
+# ---- (a) TODOs, (b) sync with the solutions ---------------------------------------------------
+
+
+@pytest.mark.parametrize("ex", STEMS)
+def test_exercise_has_exactly_its_todos(ex):
+    assert todo_ids(EXERCISES / ex.filename) == list(ex.todos)
+    assert todo_ids(SOLUTIONS / ex.filename) == list(ex.todos)  # the generator keeps them
+
+
+def test_four_todos_in_all():
+    assert sum(len(todo_ids(EXERCISES / ex.filename)) for ex in EXERCISE_LIST) == 4
+    assert sum(len(ex.todos) for ex in EXERCISE_LIST) == 4
+
+
+@pytest.mark.parametrize("ex", STEMS)
+def test_exercise_is_generated_from_its_solution(ex):
+    expected = generate.expected()
+    path = EXERCISES / ex.filename
+    assert path in expected
+    assert path.read_text() == expected[path], "run `python -m kata.generate`"
+    assert "# BEGIN" not in expected[path] and "# END" not in expected[path]
+
+
+def test_generate_check_reports_no_drift(capsys):
+    assert generate.main(["--check"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+# ---- (c) the generator ------------------------------------------------------------------------
+
+SOURCE = """\
+def f(n):
+    x = 1
+    # TODO(demo): keep this comment
+    # BEGIN SOLUTION
+    hi = min(n, 4)
+    # END SOLUTION
+    # BEGIN SKELETON
+    # hi = n
+    # if hi:
+    #     hi += x  # a comment that stays
+    # END SKELETON
+    return hi
+"""
+STRIPPED = """\
+def f(n):
+    x = 1
+    # TODO(demo): keep this comment
+    hi = n
+    if hi:
+        hi += x  # a comment that stays
+    return hi
+"""
+
+
+def test_strip_removes_solutions_and_uncomments_skeletons():
+    assert generate.strip(SOURCE) == STRIPPED
+
+
+def test_strip_leaves_unmarked_text_alone():
+    assert generate.strip(STRIPPED) == STRIPPED
+
+
+@pytest.mark.parametrize(
+    ("source", "match"),
+    [
+        pytest.param("x = 1\n# BEGIN SOLUTION\ny = 2\n", r"'# BEGIN SOLUTION' is never closed",
+                     id="unclosed-solution"),
+        pytest.param("# BEGIN SKELETON\n# y = 2\n", r"'# BEGIN SKELETON' is never closed",
+                     id="unclosed-skeleton"),
+        pytest.param("x = 1\n# END SOLUTION\n", r"demo\.py:2: unexpected '# END SOLUTION'",
+                     id="end-without-begin"),
+        pytest.param("# BEGIN SOLUTION\nx = 1\n# END SKELETON\n",
+                     r"demo\.py:3: unexpected '# END SKELETON'", id="mismatched-end"),
+        pytest.param("# BEGIN SOLUTION\n# BEGIN SKELETON\n# END SKELETON\n# END SOLUTION\n",
+                     r"demo\.py:2: unexpected '# BEGIN SKELETON'", id="nested-begin"),
+        pytest.param("# BEGIN SKELETON\ny = 2\n# END SKELETON\n",
+                     r"demo\.py:2: skeleton lines must be commented out", id="skeleton-not-comment"),
+    ],
+)  # fmt: skip
+def test_strip_rejects_unbalanced_markers(source, match):
+    with pytest.raises(generate.MarkerError, match=match):
+        generate.strip(source, "demo.py")
+
+
+def test_strip_rejects_a_skeleton_that_is_not_python():
+    with pytest.raises(SyntaxError):
+        generate.strip("# BEGIN SKELETON\n# def f(:\n# END SKELETON\n", "demo.py")
+
+
+# ---- (d) each untouched exercise computes exactly its trap ------------------------------------
+
+
+def test_exercise_01_is_the_unrescaled_accumulator(exercise, growing):
+    q, k, v = growing(20, 64, 16, block_n=16)  # four key blocks, each raising the row maxima
+    out = exercise("01").flash_attention(q, k, v, BLOCK_N=16)
+    case = Case("grow", ATTENTION, "", {n: x.cpu().numpy() for n, x in zip("qkv", (q, k, v))})
+    assert case.block_n == 16
+    trap = _unrescaled(case, {})[0]["out"]
+    np.testing.assert_allclose(as_np(out), trap, rtol=TRAP_TOL, atol=TRAP_TOL)
+    assert max_diff(out, oracles.attention(q, k, v)) > FAR
+
+
+@pytest.mark.parametrize(
+    ("M", "N"),
+    [
+        pytest.param(40, 40, id="40x40"),
+        pytest.param(24, 56, id="24x56"),
+        pytest.param(56, 24, id="56x24"),
+    ],
+)
+def test_exercise_02_is_plain_attention(exercise, randn, M, N):
+    q, k, v = randn(M, 16, seed=1), randn(N, 16, seed=2), randn(N, 16, seed=3)
+    out = exercise("02").causal_flash_attention(q, k, v)
+    assert max_diff(out, oracles.attention(q, k, v, causal=False)) < TRAP_TOL
+    assert max_diff(out, oracles.attention(q, k, v, causal=True)) > FAR
+
+
+def test_exercise_03_picks_top1_twice_with_raw_weights(exercise, randn):
+    logits = randn(24, 8, seed=3)
+    w0, w1, idx0, idx1 = (x.cpu() for x in exercise("03").moe_top2_gating(logits))
+    _, _, top1, _ = oracles.top2_gating(logits)
+    np.testing.assert_array_equal(idx0.numpy(), top1)
+    np.testing.assert_array_equal(idx1.numpy(), top1)
+    p_top1 = oracles.softmax(logits)[np.arange(24), top1]
+    assert torch.equal(w0, w1)
+    np.testing.assert_allclose(as_np(w0), p_top1, rtol=0, atol=TRAP_TOL)
+    assert np.abs(as_np(w0 + w1) - 1.0).max() > FAR  # not renormalized
+
+
+# ---- (e) no exercise passes yet, every solution does ------------------------------------------
+
+
+def attention_error(module, randn, causal: bool) -> float:
+    q, k, v = randn(37, 8, seed=4), randn(53, 8, seed=5), randn(53, 8, seed=6)
+    host = module.causal_flash_attention if causal else module.flash_attention
+    return max_diff(host(q, k, v), oracles.attention(q, k, v, causal=causal))
+
+
+def gating_error(module, randn) -> float:
+    logits = randn(16, 6, seed=7)
+    w0, w1, idx0, idx1 = (x.cpu() for x in module.moe_top2_gating(logits))
+    rw0, rw1, ridx0, ridx1 = oracles.top2_gating(logits)
+    if not (np.array_equal(idx0.numpy(), ridx0) and np.array_equal(idx1.numpy(), ridx1)):
+        return float("inf")
+    return max(max_diff(w0, rw0), max_diff(w1, rw1))
+
+
+ERRORS = {  # exercise number -> (max error of a module on its task, the chapter's tolerance)
+    "01": (lambda module, randn: attention_error(module, randn, causal=False), 1e-4),
+    "02": (lambda module, randn: attention_error(module, randn, causal=True), 1e-4),
+    "03": (gating_error, 1e-5),
+}
+
+
+@pytest.mark.parametrize("ex", STEMS)
+def test_solution_passes(solution, randn, ex):
+    error, tol = ERRORS[ex.number]
+    assert error(solution(ex.number), randn) <= tol
+
+
+@pytest.mark.parametrize("ex", STEMS)
+def test_untouched_exercise_does_not_pass(exercise, randn, ex):
+    error, tol = ERRORS[ex.number]
+    assert error(exercise(ex.number), randn) > 100 * tol
+
+
+# ---- (f) the worked-example scripts -----------------------------------------------------------
+
+VERDICT = re.compile(
+    r"^\s*(?P<mark>ok|!!)\s+(?P<label>.+?)\s+max abs diff\s+(?P<diff>\S+)"
+    r"\s+allclose\(atol=(?P<atol>[^)]+)\): (?P<close>True|False)\s*$",
+    re.M,
+)
+
+
+def _run_script(path) -> tuple[int, str]:
+    # One thread per child: several interpreters share few cores, and their shapes are tiny.
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    proc = subprocess.run(
+        [sys.executable, str(path)], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
+    )  # fmt: skip
+    return proc.returncode, proc.stdout
+
+
+@pytest.fixture(scope="module")
+def scripts():
+    """Every solution and exercise file run as a script, a few at a time: ``{relpath: (rc, out)}``."""
+    paths = [folder / ex.filename for folder in (SOLUTIONS, EXERCISES) for ex in EXERCISE_LIST]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        runs = pool.map(_run_script, paths)
+        return {path.relative_to(ROOT).as_posix(): run for path, run in zip(paths, runs)}
+
+
+def verdicts(out: str) -> dict[str, tuple[float, bool]]:
+    """``{label: (max abs diff, allclose)}`` for every comparison line a script printed."""
+    return {m["label"]: (float(m["diff"]), m["close"] == "True") for m in VERDICT.finditer(out)}
+
+
+@pytest.mark.slow
+def test_script_01_reproduces_the_chapter(scripts):
+    rc, out = scripts["solutions/01_flash_attention_core.py"]
+    assert rc == 0, out
+    assert "M=17, N=23, D=8" in out
+    assert "allclose(atol=0.0001): True" in out
+    diff, close = verdicts(out)["kernel vs naive softmax attention"]
+    assert close and diff < 1e-4
+
+
+@pytest.mark.slow
+def test_script_02_shows_the_non_causal_kernel_fails_the_causal_task(scripts):
+    rc, out = scripts["solutions/02_causal_flash_attention.py"]
+    assert rc == 0, out
+    found = verdicts(out)
+    diff, close = found["causal kernel vs causal oracle"]
+    assert close and diff < 1e-4
+    diff, close = found["non-causal kernel vs causal oracle"]
+    assert not close and 0.5 <= diff < 10.0, "a difference of order 1, not float noise"
+    diff, close = found["non-causal kernel vs non-causal oracle"]
+    assert close and diff < 1e-4
+    assert "solutions/01_flash_attention_core.py" in out
+
+
+@pytest.mark.slow
+def test_script_03_reproduces_the_chapter(scripts):
+    rc, out = scripts["solutions/03_moe_gating.py"]
+    assert rc == 0, out
+    assert "raw top-2 sums range 0.36..0.72, mean 0.558" in out
+    assert re.search(r"ok\s+indices equal torch\.topk\s+True", out)
+    found = verdicts(out)
+    for label in ("w0 vs renormalized top-1 probability", "w1 vs renormalized top-2 probability",
+                  "w0 + w1 vs 1"):  # fmt: skip
+        diff, close = found[label]
+        assert close and diff < 1e-5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ex", STEMS)
+def test_running_an_untouched_exercise_exits_1(scripts, ex):
+    rc, out = scripts[f"exercises/{ex.filename}"]
+    assert rc == 1, out
+    assert re.search(r"^\s*!!", out, re.M), "the failing comparison is marked with !!"
