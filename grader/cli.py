@@ -41,9 +41,11 @@ def fail(message: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        chosen = [find(name) for name in args.exercises] or list(EXERCISE_LIST)
+        named = {find(name) for name in args.exercises}
     except KeyError as exc:
         return fail(exc.args[0])
+    # Catalogue order, each once: `02 2` must not grade (and count) exercise 02 twice.
+    chosen = [ex for ex in EXERCISE_LIST if ex in named] or list(EXERCISE_LIST)
     target = args.target.resolve()
     if not target.is_dir():
         return fail(f"target folder {args.target} does not exist")

@@ -8,12 +8,18 @@ from pathlib import Path
 
 
 def _student_line(exc: BaseException, file: str) -> int | None:
-    """The last line of the student's file in the traceback, if any."""
+    """The last line of the student's file in the traceback, if any. Triton's interpreter
+    re-raises a kernel's error as ``InterpreterError(...) from e``, so the student's frames are
+    in the chained exception's traceback: look there too."""
     target = str(Path(file).resolve())
     line = None
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if str(Path(frame.filename).resolve()) == target:
-            line = frame.lineno
+    seen, chained = set(), exc
+    while line is None and chained is not None and id(chained) not in seen:
+        seen.add(id(chained))
+        for frame in traceback.extract_tb(chained.__traceback__):
+            if str(Path(frame.filename).resolve()) == target:
+                line = frame.lineno
+        chained = chained.__cause__ or chained.__context__
     if isinstance(exc, SyntaxError) and exc.lineno:
         line = exc.lineno
     return line

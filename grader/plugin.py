@@ -150,7 +150,10 @@ class Submission:
         else:
             stopped = None
         if status is None:
-            self.info["error"] = stopped or "the submission's process ended before loading the file"
+            self.info["error"] = stopped or (
+                "the submission's process exited with code 0 while importing the file "
+                "(os._exit(0) or another hard exit), so no kernel was run"
+            )
         elif status.get("error"):
             self.info["error"] = status["error"]
         elif stopped:
