@@ -60,33 +60,13 @@ def _env_python(session: nox.Session, extra: dict[str, str] | None = None) -> st
     return str(python)
 
 
+# ---- for students ------------------------------------------------------------------------
+
+
 @nox.session
 def grade(session: nox.Session) -> None:
     """Grade your exercises (args: [EXERCISE ...] [--target DIR] [--report FILE] ...)."""
     session.run(_env_python(session), "-m", "grader", *session.posargs)
-
-
-@nox.session
-def validate(session: nox.Session) -> None:
-    """Prove the grader right: solutions 100, skeletons 0, every known-wrong kernel caught."""
-    session.run(_env_python(session), "-m", "grader.validate", *session.posargs)
-
-
-@nox.session
-def tests(session: nox.Session) -> None:
-    """The repository's own tests (kernels, generator, grader), then validate and lint."""
-    python = _env_python(session, DEV)
-    session.run(python, "-m", "pytest", *(session.posargs or ["tests"]))
-    if not session.posargs:
-        session.run(python, "-m", "grader.validate")
-        session.run(python, "-m", "ruff", "check", ".")
-        session.run(python, "-m", "ruff", "format", "--check", ".")
-
-
-@nox.session
-def generate(session: nox.Session) -> None:
-    """Rewrite exercises/ from solutions/ (strips the marked solution regions)."""
-    session.run(_env_python(session), "-m", "kata.generate", *session.posargs)
 
 
 @nox.session
@@ -101,18 +81,6 @@ def run(session: nox.Session) -> None:
     python = _env_python(session)
     for name in names:
         session.run(python, str(folder / find(name).filename), success_codes=[0, 1])
-
-
-@nox.session
-def batch(session: nox.Session) -> None:
-    """Grade a class: `nox -s batch -- --submissions DIR --out DIR [--force] [--jobs N]`."""
-    session.run(_env_python(session), "-m", "grader.batch", *session.posargs)
-
-
-@nox.session
-def figures(session: nox.Session) -> None:
-    """Redraw docs/figures/*.png from the reference kernels (needs matplotlib)."""
-    session.run(_env_python(session, {"matplotlib": "matplotlib"}), "-m", "kata.figures")
 
 
 @nox.session
@@ -133,9 +101,53 @@ def reset(session: nox.Session) -> None:
     session.run(_env_python(session), "-m", "kata.reset", *session.posargs)
 
 
-@nox.session
-def lint(session: nox.Session) -> None:
-    """ruff check and format check."""
-    python = _env_python(session, DEV)
-    session.run(python, "-m", "ruff", "check", ".")
-    session.run(python, "-m", "ruff", "format", "--check", ".")
+# ---- for instructors and maintainers (a full checkout; the student handout has none) -------
+
+if (ROOT / "solutions").is_dir():
+
+    @nox.session
+    def tests(session: nox.Session) -> None:
+        """The repository's own tests (kernels, generator, grader, tools), validate, ruff."""
+        python = _env_python(session, DEV)
+        session.run(python, "-m", "pytest", *(session.posargs or ["tests"]))
+        if not session.posargs:
+            session.run(python, "-m", "grader.validate")
+            session.run(python, "-m", "ruff", "check", ".")
+            session.run(python, "-m", "ruff", "format", "--check", ".")
+
+    @nox.session
+    def validate(session: nox.Session) -> None:
+        """Prove the grader: solutions 100, skeletons 0, every known-wrong kernel caught."""
+        session.run(_env_python(session), "-m", "grader.validate", *session.posargs)
+
+    @nox.session
+    def batch(session: nox.Session) -> None:
+        """Grade a class: `nox -s batch -- --submissions DIR --out DIR [--force] [--jobs N]`."""
+        session.run(_env_python(session), "-m", "grader.batch", *session.posargs)
+
+    @nox.session
+    def handout(session: nox.Session) -> None:
+        """Build dist/triton-kata-handout.zip: what students get (public checks only)."""
+        session.run(_env_python(session), "-m", "kata.bundles", "handout", *session.posargs)
+
+    @nox.session
+    def autograder(session: nox.Session) -> None:
+        """Build dist/triton-kata-autograder.zip for Gradescope (setup.sh, run_autograder)."""
+        session.run(_env_python(session), "-m", "kata.bundles", "autograder", *session.posargs)
+
+    @nox.session
+    def generate(session: nox.Session) -> None:
+        """Rewrite exercises/ from solutions/ (strips the marked solution regions)."""
+        session.run(_env_python(session), "-m", "kata.generate", *session.posargs)
+
+    @nox.session
+    def figures(session: nox.Session) -> None:
+        """Redraw docs/figures/*.png from the reference kernels (needs matplotlib)."""
+        session.run(_env_python(session, {"matplotlib": "matplotlib"}), "-m", "kata.figures")
+
+    @nox.session
+    def lint(session: nox.Session) -> None:
+        """ruff check and format check."""
+        python = _env_python(session, DEV)
+        session.run(python, "-m", "ruff", "check", ".")
+        session.run(python, "-m", "ruff", "format", "--check", ".")

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # BackendError, or torch missing
         return fail(f"cannot choose a backend: {exc}")
 
-    from grader import runner
+    from grader import checkset, runner
     from grader.report import Report
     from grader.summary import Printer
 
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                            jobs=args.jobs, timeout=args.timeout, on_done=printer.exercise_done)  # fmt: skip
     report = Report(
         target=str(target), device=runtime.describe(), versions=runtime.versions(),
-        exercises=results, duration_s=round(time.monotonic() - start, 2),
+        exercises=results, duration_s=round(time.monotonic() - start, 2), checkset=checkset.NAME,
     )  # fmt: skip
     report.write(args.report)
     if args.gradescope:

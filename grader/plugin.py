@@ -19,9 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader import rubric
-from grader.cases import cases_for
-from grader.rubric import CheckFailed, GraderError, SubmissionError
+from grader import checkset
+from grader.checking import CheckFailed, GraderError, SubmissionError
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUT_LIMIT = 4096  # bytes of the submission's output kept at each end
@@ -38,7 +37,7 @@ def pytest_addoption(parser):
 def pytest_generate_tests(metafunc):
     if "check" in metafunc.fixturenames:
         stem = metafunc.config.getoption("--kata-exercise")
-        checks = rubric.checks_for(stem)
+        checks = checkset.checks_for(stem)
         metafunc.parametrize("check", checks, ids=[c.id for c in checks])
 
 
@@ -78,7 +77,7 @@ class Submission:
         self.file = Path(config.getoption("--kata-file"))
         self.work = Path(config.getoption("--kata-workdir"))
         self.timeout = config.getoption("--kata-timeout")
-        self.cases = cases_for(self.stem)
+        self.cases = checkset.cases_for(self.stem)
         self._order = list(self.cases)
         self._ran = False
         self.info: dict = {"output": "", "status": None}

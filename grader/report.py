@@ -47,6 +47,7 @@ class Report:
     versions: dict[str, str]
     exercises: list[ExerciseResult]
     duration_s: float
+    checkset: str = "hidden"  # "hidden" (the instructor's checks) or "public" (the handout's)
     schema_version: str = SCHEMA_VERSION
     score: int = field(init=False)
     max_score: int = field(init=False)
@@ -59,8 +60,8 @@ class Report:
 
     def to_json(self) -> dict:
         data = asdict(self)
-        order = ["schema_version", "target", "device", "versions", "score", "max_score",
-                 "duration_s", "traps", "exercises"]  # fmt: skip
+        order = ["schema_version", "target", "device", "versions", "checkset", "score",
+                 "max_score", "duration_s", "traps", "exercises"]  # fmt: skip
         return {key: data[key] for key in order}
 
     def write(self, path: Path) -> None:

@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from grader import rubric
+from grader import checkset
 from grader.report import CheckResult, ExerciseResult
 from kata.catalogue import Exercise
 
@@ -32,7 +32,7 @@ def default_timeout(backend: str) -> float:
 
 def _pytest_command(ex: Exercise, file: Path, work: Path, timeout: float) -> list[str]:
     return [
-        sys.executable, "-m", "pytest", str(CHECKS / "test_hidden.py"),
+        sys.executable, "-m", "pytest", str(CHECKS / "test_checks.py"),
         "-c", str(CHECKS / "pytest.ini"), "--rootdir", str(CHECKS), "--noconftest",
         "-p", "grader.plugin", "-p", "pytest_jsonreport.plugin",
         "--json-report", f"--json-report-file={work / 'pytest.json'}",
@@ -46,9 +46,9 @@ def _pytest_command(ex: Exercise, file: Path, work: Path, timeout: float) -> lis
 def _zero(ex: Exercise, file: Path, message: str, status: str = "error") -> ExerciseResult:
     checks = [
         CheckResult(c.id, status, 0, c.points, None, message, c.todo)
-        for c in rubric.checks_for(ex.stem)
+        for c in checkset.checks_for(ex.stem)
     ]
-    return ExerciseResult(ex.stem, str(file), 0, rubric.max_score(ex.stem), checks, error=message)
+    return ExerciseResult(ex.stem, str(file), 0, checkset.max_score(ex.stem), checks, error=message)
 
 
 def _from_pytest(ex: Exercise, file: Path, raw: dict) -> list[CheckResult]:
@@ -58,7 +58,7 @@ def _from_pytest(ex: Exercise, file: Path, raw: dict) -> list[CheckResult]:
         if "check" in meta:
             by_id[meta["check"]] = meta
     results = []
-    for c in rubric.checks_for(ex.stem):
+    for c in checkset.checks_for(ex.stem):
         meta = by_id.get(c.id)
         if meta is None or "status" not in meta:
             results.append(CheckResult(c.id, "error", 0, c.points, None,
@@ -85,6 +85,8 @@ def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path,
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
         env.update(
             PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", KATA_DEVICE=backend, PYTHONDONTWRITEBYTECODE="1",
+            # The tolerances assume IEEE fp32 dots; an inherited TF32 setting must not apply.
+            TRITON_F32_DEFAULT="ieee",
             PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
         )  # fmt: skip
         try:
@@ -112,7 +114,7 @@ def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path,
     checks = _from_pytest(ex, file, raw)
     error = launch.get("error")
     return ExerciseResult(
-        ex.stem, str(file), sum(c.points for c in checks), rubric.max_score(ex.stem), checks,
+        ex.stem, str(file), sum(c.points for c in checks), checkset.max_score(ex.stem), checks,
         duration_s=round(time.monotonic() - start, 2), output=launch.get("output", ""), error=error,
     )  # fmt: skip
 

@@ -1,4 +1,7 @@
-"""What ``nox -s grade`` prints: a line per check as exercises finish, then the totals."""
+"""What ``nox -s grade`` prints: each exercise's checks as it finishes, then a summary table.
+
+Fits 80 columns; colour only on a terminal and never with NO_COLOR set.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +11,16 @@ import textwrap
 from pathlib import Path
 
 from grader.report import ExerciseResult, Report
+from grader.traps import TRAPS
 
 WIDTH = 80
 MARKS = {"passed": "PASS", "failed": "FAIL", "error": "ERR "}
 COLOURS = {"passed": "32", "failed": "31", "error": "33"}
+
+
+def one_line(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 class Printer:
@@ -26,28 +35,59 @@ class Printer:
         if not self.quiet:
             print(line, file=self.stream, flush=True)
 
+    def _wrapped(self, text: str, indent: int) -> None:
+        for line in textwrap.wrap(text, WIDTH - indent):
+            self._print(" " * indent + line)
+
     def start(self, target: Path, device: str, exercises) -> None:
         self._print(f"Grading {len(exercises)} exercise(s) in {target} on {device}")
 
     def exercise_done(self, ex: ExerciseResult) -> None:
+        """Every check of one exercise; a trap's explanation only the first time it appears."""
         self._print()
         self._print(f"{ex.id}  {ex.score}/{ex.max_score}  ({ex.duration_s:.1f} s)")
         if ex.error:  # nothing could be judged: say why once
-            for line in textwrap.wrap(ex.error, WIDTH - 4):
-                self._print(f"    {line}")
+            self._wrapped(ex.error, 4)
+        explained: set[str] = set()
         for c in ex.checks:
             mark = self._paint(MARKS[c.status], c.status)
             trap = f"  [{c.trap}]" if c.trap else ""
             self._print(f"  {mark} {c.id:<38} {c.points:>2}/{c.max_points:<2}{trap}")
-            if c.status != "passed" and c.message and c.message != ex.error:
-                for line in textwrap.wrap(c.message, WIDTH - 9):
-                    self._print(f"         {line}")
+            if c.status == "passed" or not c.message or c.message == ex.error:
+                continue
+            if c.trap and c.trap in explained:
+                continue
+            explained.add(c.trap or c.id)
+            self._wrapped(c.message, 9)
 
     def finish(self, report: Report, path: Path, gradescope: Path | None) -> None:
-        traps = ", ".join(report.traps) or "none"
-        if not self.quiet:
-            self._print()
-            self._print(f"Score: {report.score}/{report.max_score}   traps found: {traps}")
-            self._print(f"Report: {path}" + (f"   Gradescope: {gradescope}" if gradescope else ""))
-        else:
+        if self.quiet:
             print(f"{report.score}/{report.max_score}", file=self.stream)
+            return
+        self._print()
+        self._print("-" * WIDTH)
+        for ex in report.exercises:
+            status = "passed" if ex.score == ex.max_score else "failed" if ex.score else "error"
+            score = self._paint(f"{ex.score:>3}/{ex.max_score:<3}", status)
+            self._print(f"{ex.id:<30} {score}")
+            failing = [c for c in ex.checks if c.status != "passed"]
+            notes = []
+            for c in failing:
+                if c.trap:
+                    notes.append(f"{c.trap}: {TRAPS[c.trap].hint}")
+                elif ex.error:
+                    notes.append(ex.error)
+                else:
+                    notes.append(f"{c.id}: {c.message}")
+            for note in dict.fromkeys(notes):
+                self._print("    " + one_line(note, WIDTH - 4))  # one line per problem
+        self._print("-" * WIDTH)
+        self._print(
+            f"Score: {report.score}/{report.max_score}   ({report.device}, {report.duration_s:.0f} s)"
+        )
+        self._print(f"Report: {path}" + (f"   Gradescope: {gradescope}" if gradescope else ""))
+        unfinished = [ex for ex in report.exercises if ex.score < ex.max_score]
+        if unfinished:
+            self._print(f"Stuck? `nox -s hint -- {unfinished[0].id[:2]}` shows a hint.")
+        if report.checkset == "public":
+            self._print("These are the public checks; your instructor grades with hidden ones.")

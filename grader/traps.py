@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grader.cases import Case
+from grader.inputs import Case
 from kata import oracles
 
 Output = dict[str, np.ndarray]
@@ -24,6 +24,7 @@ class Trap:
     todo: str  # the TODO id in the exercise file to revisit
     summary: str  # one line, for tables
     message: str  # what went wrong, in a sentence or two, without the code
+    hint: str  # one line for summary tables: what to do, and where
     forms: Callable[[Case, Output], list[Output]]  # outputs this mistake gives (partial dicts)
 
     def __str__(self) -> str:
@@ -112,6 +113,7 @@ ACC_NOT_RESCALED = Trap(
     "Once the running maximum grows, everything already summed into acc was weighted against "
     "the old maximum and is now too large. l_i was rescaled by alpha but acc was not: revisit "
     "TODO(rescale-acc).",
+    "rescale acc by alpha, as l_i is (TODO rescale-acc)",
     _unrescaled,
 )  # fmt: skip
 CAUSAL_MASK_MISSING = Trap(
@@ -119,6 +121,7 @@ CAUSAL_MASK_MISSING = Trap(
     "This is correct non-causal attention, or causal only tile by tile: query rows also attend "
     "to keys after their own position. Add the per-pair condition (row sees keys up to itself) "
     "in TODO(causal-mask).",
+    "hide the keys after each row's own position (TODO causal-mask)",
     _non_causal,
 )  # fmt: skip
 CAUSAL_MASK_OFF_BY_ONE = Trap(
@@ -126,12 +129,14 @@ CAUSAL_MASK_OFF_BY_ONE = Trap(
     "The mask is one key off on the diagonal: each row must see its own key but not the next "
     "one (a strict comparison drops the diagonal, and row 0 then sees nothing). Check the "
     "comparison in TODO(causal-mask).",
+    "row i sees key i, but not key i + 1 (TODO causal-mask)",
     _off_by_one,
 )  # fmt: skip
 TOP2_NOT_MASKED = Trap(
     "top2-not-masked", "top2-mask", "the top-1 expert was picked again as top-2",
     "The second max/argmax ran over the same row and found the top-1 expert again, so every "
     "token got the same expert twice. Take the top-1 position out first: TODO(top2-mask).",
+    "take the top-1 position out first (TODO top2-mask)",
     _top1_twice,
 )  # fmt: skip
 WEIGHTS_NOT_RENORMALIZED = Trap(
@@ -139,6 +144,7 @@ WEIGHTS_NOT_RENORMALIZED = Trap(
     "The weights are the raw softmax probabilities of the two chosen experts. They sum to the "
     "top-2 share of all E experts, which is below one by a different amount for every token; "
     "divide by their sum: TODO(renormalize).",
+    "make each token's two weights sum to one (TODO renormalize)",
     _raw_weights,
 )  # fmt: skip
 

@@ -61,7 +61,9 @@ def causal_attention_example(causal_flash_attention, caller: str | None = None) 
     sibling = folder / catalogue.EXERCISE_LIST[0].filename
     if sibling.exists():
         noncausal = catalogue.load_file(sibling).flash_attention(*dev).cpu()
-        print(f"  the non-causal kernel from {sibling.parent.name}/{sibling.name}, on the causal task:")
+        print(
+            f"  the non-causal kernel from {sibling.parent.name}/{sibling.name}, on the causal task:"
+        )
         _verdict("non-causal kernel vs causal oracle", noncausal, causal_ref, 1e-4, False)
         if not _verdict("non-causal kernel vs non-causal oracle", noncausal, full_ref, 1e-4):
             print(f"  (that kernel is not right yet even for its own task: finish {sibling.name})")

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import math
 
+from kata import runtime  # first: it sets the environment triton reads
 import torch
 import triton
-
-from kata import runtime
 
 
 def _require_tensor(name: str, x) -> None:

@@ -380,8 +380,8 @@ def graded(request, tmp_path_factory):
 
 # ---- what a complete report looks like -------------------------------------------------------
 
-TOP = ["schema_version", "target", "device", "versions", "score", "max_score", "duration_s",
-       "traps", "exercises"]  # fmt: skip
+TOP = ["schema_version", "target", "device", "versions", "checkset", "score", "max_score",
+       "duration_s", "traps", "exercises"]  # fmt: skip
 EXERCISE_FIELDS = {"id", "file", "score", "max_score", "checks"}
 CHECK_FIELDS = {"id", "status", "points", "max_points", "trap", "message"}
 
@@ -389,6 +389,7 @@ CHECK_FIELDS = {"id", "status", "points", "max_points", "trap", "message"}
 def assert_complete(report: dict, numbers: list[str]) -> None:
     """Every required field, with a consistent value, for exactly these exercises."""
     assert list(report)[: len(TOP)] == TOP
+    assert report["checkset"] == "hidden"
     assert report["schema_version"] == "1.0"
     assert report["device"] == "interpreter: cpu"
     assert set(report["versions"]) >= {"python", "torch", "triton"}

@@ -1,4 +1,4 @@
-"""The hidden checks: one test per rubric entry of the exercise being graded.
+"""The checks: one test per entry of the active check set (grader.checkset) for the exercise.
 
 The runner passes ``--kata-exercise``; ``grader.plugin`` parametrizes ``check`` with that
 exercise's entries of ``grader.rubric.CHECKS``. Adding a check means adding a rubric entry

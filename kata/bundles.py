@@ -1,0 +1,132 @@
+"""``nox -s handout`` and ``nox -s autograder``: the two zips a course hands out.
+
+* The student handout: exercises, hints, docs, README, noxfile and the grader's machinery with
+  only its *public* checks. No solutions, no hidden checks or their inputs, no validation
+  gallery. Unzipped on its own, the README's commands work and ``nox -s grade`` gives 0.
+* The Gradescope autograder: ``setup.sh`` and ``run_autograder`` at the top, the kata and the
+  full grader beside them; it grades ``/autograder/submission`` into
+  ``/autograder/results/results.json``, in the CPU interpreter or on CUDA where present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import zipfile
+from pathlib import Path
+
+from kata.catalogue import EXERCISE_LIST, ROOT, SOLUTIONS
+from kata.generate import strip
+
+DIST = ROOT / "dist"
+# Grader modules that hold the hidden checks, their inputs, or the instructors' tools.
+HIDDEN = {"cases.py", "rubric.py", "gallery.py", "validate.py", "batch.py", "gradescope.py"}
+TEXT_SUFFIXES = {".py", ".md", ".toml", ".ini", ".txt", ".sh", ""}
+
+
+def _files(folder: str, pattern: str = "**/*") -> list[Path]:
+    return sorted(
+        p for p in (ROOT / folder).glob(pattern) if p.is_file() and "__pycache__" not in p.parts
+    )
+
+
+def _zip(path: Path, entries: dict[str, bytes | Path], executable: set[str] = frozenset()) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name in sorted(entries):
+            data = entries[name]
+            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))  # reproducible zips
+            info.external_attr = (0o755 if name in executable else 0o644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, data.read_bytes() if isinstance(data, Path) else data)
+    return path
+
+
+def handout_readme() -> bytes:
+    """The README without instructor-only sections, its test command swapped for the examples."""
+    text = (ROOT / "README.md").read_text()
+    text = re.sub(
+        r"<!-- instructors-only -->.*?<!-- /instructors-only -->\n?", "", text, flags=re.S
+    )
+    text = text.replace(".venv/bin/nox -s tests", ".venv/bin/nox -s run")
+    text = text.replace(
+        "The second runs the repository's own tests.",
+        "The second runs the worked example of each exercise file. The grader in this handout "
+        "uses public checks; your instructor grades with hidden ones.",
+    )
+    return text.encode()
+
+
+def handout(dest: Path = DIST / "triton-kata-handout.zip") -> Path:
+    top = "triton-kata/"
+    entries: dict[str, bytes | Path] = {top + "README.md": handout_readme()}
+    for name in ("noxfile.py", "pyproject.toml", ".gitignore"):
+        entries[top + name] = ROOT / name
+    for path in _files("exercises", "*"):
+        if path.suffix in (".py", ".toml") and not path.name.endswith(".bak"):
+            entries[top + f"exercises/{path.name}"] = path
+    for path in _files("docs"):
+        entries[top + str(path.relative_to(ROOT))] = path
+    for path in _files("kata", "*.py"):
+        entries[top + f"kata/{path.name}"] = path
+    for ex in EXERCISE_LIST:  # what `nox -s reset` restores when there are no solutions
+        entries[top + f"kata/pristine/{ex.filename}"] = strip(
+            (SOLUTIONS / ex.filename).read_text()
+        ).encode()
+    for path in _files("grader"):
+        if path.parent.name == "grader" and path.name in HIDDEN:
+            continue
+        entries[top + str(path.relative_to(ROOT))] = path
+    return _zip(dest, entries)
+
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope runs this once while building the image.
+set -euo pipefail
+cd "$(dirname "$0")"
+python3 -m pip install --upgrade pip
+if ! python3 -c "import torch" 2>/dev/null; then
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    python3 -m pip install torch
+  else  # a CPU-only image: the small CPU build; kernels run in Triton's interpreter
+    python3 -m pip install torch --index-url https://download.pytorch.org/whl/cpu
+  fi
+fi
+python3 -m pip install triton numpy "pytest>=7" "pytest-json-report>=1.5"
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope runs this for every submission. AUTOGRADER_ROOT redirects /autograder for tests.
+root=${AUTOGRADER_ROOT:-/autograder}
+cd "$root/source" || exit 1
+python3 -m grader.gradescope --root "$root"
+"""
+
+
+def autograder(dest: Path = DIST / "triton-kata-autograder.zip") -> Path:
+    entries: dict[str, bytes | Path] = {
+        "setup.sh": SETUP_SH.encode(),
+        "run_autograder": RUN_AUTOGRADER.encode(),
+    }
+    for folder in ("kata", "grader"):
+        for path in _files(folder):
+            if path.name not in ("gallery.py", "validate.py"):
+                entries[str(path.relative_to(ROOT))] = path
+    entries["pyproject.toml"] = ROOT / "pyproject.toml"
+    return _zip(dest, entries, executable={"setup.sh", "run_autograder"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m kata.bundles")
+    p.add_argument("which", choices=("handout", "autograder"))
+    p.add_argument("--out", type=Path, help="zip to write (default: dist/triton-kata-<which>.zip)")
+    args = p.parse_args(argv)
+    make = handout if args.which == "handout" else autograder
+    path = make(args.out) if args.out else make()
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

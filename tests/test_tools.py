@@ -1,0 +1,175 @@
+"""The student and instructor tools: hints, reset, watch, batch grading, the handout zip and
+the Gradescope autograder zip."""
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from kata import catalogue, hints, reset
+from kata.bundles import HIDDEN, autograder, handout
+
+ROOT = catalogue.ROOT
+slow = pytest.mark.slow
+STEMS = [ex.stem for ex in catalogue.EXERCISE_LIST]
+
+
+def run(*args, cwd=ROOT, env=None, timeout=600):
+    env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout, check=False)  # fmt: skip
+
+
+def test_hints_reveal_one_level_at_a_time(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(hints, "STATE", tmp_path / "hints.json")
+    levels = hints.load_hints()["02_causal_flash_attention"]["levels"]
+    assert len(levels) >= 2
+    for shown in range(1, len(levels) + 2):
+        assert hints.main(["02"]) == 0
+        out = capsys.readouterr().out
+        expect = min(shown, len(levels))
+        assert f"level {expect} of {len(levels)}" in out
+        assert (f"{expect}. " in out) and (f"{expect + 1}. " not in out)
+    assert hints.main(["2", "--reset"]) == 0 and "level 1 of" in capsys.readouterr().out
+    assert hints.main(["99"]) == 2
+
+
+def test_hints_never_contain_the_solution_code():
+    """No hint may hold a line of a solution region (the exercises' answers)."""
+    answers = []
+    for ex in catalogue.EXERCISE_LIST:
+        text = (catalogue.SOLUTIONS / ex.filename).read_text()
+        inside = False
+        for line in text.splitlines():
+            if "# BEGIN SOLUTION" in line or "# END SOLUTION" in line:
+                inside = "BEGIN" in line
+            elif inside:
+                answers.append(" ".join(line.split()))
+    assert answers
+    every_hint = " ".join(
+        " ".join(level.split()) for e in hints.load_hints().values() for level in e["levels"]
+    )
+    for answer in answers:
+        assert answer not in every_hint, answer
+
+
+def test_every_exercise_has_hints():
+    data = hints.load_hints()
+    assert set(data) == set(STEMS)
+    assert all(len(entry["levels"]) >= 2 for entry in data.values())
+
+
+def test_reset_restores_the_skeleton_and_keeps_backups(tmp_path):
+    ex = catalogue.find("02")
+    path = tmp_path / ex.filename
+    assert reset.reset(ex, tmp_path) is None and path.read_text() == reset.skeleton(ex)
+    for n, suffix in enumerate((".bak", ".bak2"), 1):
+        path.write_text(f"# my work {n}\n")
+        backup = reset.reset(ex, tmp_path)
+        assert backup.name == ex.filename + suffix and backup.read_text() == f"# my work {n}\n"
+        assert path.read_text() == (catalogue.EXERCISES / ex.filename).read_text()
+    assert reset.reset(ex, tmp_path) is None  # already pristine: nothing to back up
+
+
+@slow
+def test_watch_grades_once_and_stops(tmp_path):
+    shutil.copy(catalogue.SOLUTIONS / "03_moe_gating.py", tmp_path)
+    proc = run("-m", "kata.watch", "03", "--target", str(tmp_path), "--max-runs", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "watching" in proc.stdout and "50/50" in proc.stdout
+
+
+@slow
+def test_batch_grades_a_class_and_resumes(tmp_path):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    for student, source in (("ada", "solutions"), ("bob", "exercises"), ("cy", "mixed")):
+        folder = subs / student
+        folder.mkdir(parents=True)
+        for ex in catalogue.EXERCISE_LIST:
+            pick = (
+                catalogue.SOLUTIONS
+                if source == "solutions" or (source == "mixed" and ex.number != "02")
+                else catalogue.EXERCISES
+            )
+            shutil.copy(pick / ex.filename, folder)
+    proc = run("-m", "grader.batch", "--submissions", str(subs), "--out", str(out), "--jobs", "2")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
+    assert (rows["ada"]["score"], rows["bob"]["score"], rows["cy"]["score"]) == ("100", "0", "75")
+    assert (
+        rows["cy"]["02_causal_flash_attention"] == "0"
+        and rows["cy"]["traps"] == "causal-mask-missing"
+    )
+    assert set(rows["bob"]["traps"].split(";")) == {
+        "acc-not-rescaled", "causal-mask-missing", "top2-not-masked", "weights-not-renormalized"}  # fmt: skip
+    assert json.loads((out / "ada" / "score.json").read_text())["score"] == 100
+
+    again = run("-m", "grader.batch", "--submissions", str(subs), "--out", str(out))
+    assert "grading 0, 3 already graded" in again.stdout
+    forced = run("-m", "grader.batch", "--submissions", str(subs), "--out", str(out), "--force",
+                 "--jobs", "2")  # fmt: skip
+    assert "grading 3, 0 already graded" in forced.stdout
+
+
+def test_handout_holds_no_solutions_or_hidden_checks(tmp_path):
+    names = zipfile.ZipFile(handout(tmp_path / "h.zip")).namelist()
+    assert not [n for n in names if "/solutions/" in n or "/tests/" in n]
+    assert not [n for n in names if n.startswith("triton-kata/grader/") and Path(n).name in HIDDEN
+                and Path(n).parent.name == "grader"]  # fmt: skip
+    for ex in catalogue.EXERCISE_LIST:
+        assert f"triton-kata/exercises/{ex.filename}" in names
+        assert f"triton-kata/kata/pristine/{ex.filename}" in names
+    assert "triton-kata/grader/public.py" in names and "triton-kata/README.md" in names
+
+
+@slow
+def test_handout_works_on_its_own(tmp_path):
+    zipfile.ZipFile(handout(tmp_path / "h.zip")).extractall(tmp_path)
+    top = tmp_path / "triton-kata"
+    readme = (top / "README.md").read_text()
+    assert "nox -s grade" in readme and "nox -s tests" not in readme
+    env = {"PYTHONPATH": ""}  # nothing from this checkout
+    proc = run("-m", "grader", "--report", str(tmp_path / "score.json"), cwd=top, env=env)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "score.json").read_text())
+    assert (report["score"], report["checkset"]) == (0, "public")
+    assert set(report["traps"]) == {
+        "acc-not-rescaled", "causal-mask-missing", "top2-not-masked", "weights-not-renormalized"}  # fmt: skip
+    assert "hidden ones" in proc.stdout
+    # reset works without solutions, from the pristine copies
+    target = top / "exercises" / "01_flash_attention_core.py"
+    target.write_text("# broken\n")
+    assert run("-m", "kata.reset", "01", cwd=top, env=env).returncode == 0
+    assert target.read_text() == (catalogue.EXERCISES / target.name).read_text()
+
+
+@slow
+def test_autograder_grades_a_submission(tmp_path):
+    root = tmp_path / "autograder"
+    bundle = zipfile.ZipFile(autograder(tmp_path / "a.zip"))
+    bundle.extractall(root / "source")  # (extractall drops modes; unzip, as Gradescope uses, keeps them)
+    for script in ("run_autograder", "setup.sh"):
+        assert bundle.getinfo(script).external_attr >> 16 & 0o111, f"{script} is not executable"
+    assert (root / "source" / "setup.sh").exists()
+    nested = root / "submission" / "my-upload"  # students often zip a folder
+    nested.mkdir(parents=True)
+    for ex in catalogue.EXERCISE_LIST:
+        pick = catalogue.EXERCISES if ex.number == "02" else catalogue.SOLUTIONS
+        shutil.copy(pick / ex.filename, nested)
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "PYTHONPATH": ""}
+    proc = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env,
+                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert results["score"] == 75
+    assert {t["name"].split(":")[0] for t in results["tests"]} == set(STEMS)
+    failed = [t for t in results["tests"] if t["status"] == "failed"]
+    assert failed and all(t["name"].startswith("02_") for t in failed)
+    assert all("causal-mask-missing" in t["output"] for t in failed)
+    assert json.loads((root / "results" / "score.json").read_text())["checkset"] == "hidden"
