@@ -121,7 +121,7 @@ CAUSAL_MASK_MISSING = Trap(
     "This is correct non-causal attention, or causal only tile by tile: query rows also attend "
     "to keys after their own position. Add the per-pair condition (row sees keys up to itself) "
     "in TODO(causal-mask).",
-    "hide the keys after each row's own position (TODO causal-mask)",
+    "hide keys after each row's position (TODO causal-mask)",
     _non_causal,
 )  # fmt: skip
 CAUSAL_MASK_OFF_BY_ONE = Trap(
@@ -129,7 +129,7 @@ CAUSAL_MASK_OFF_BY_ONE = Trap(
     "The mask is one key off on the diagonal: each row must see its own key but not the next "
     "one (a strict comparison drops the diagonal, and row 0 then sees nothing). Check the "
     "comparison in TODO(causal-mask).",
-    "row i sees key i, but not key i + 1 (TODO causal-mask)",
+    "row i sees key i, not i + 1 (TODO causal-mask)",
     _off_by_one,
 )  # fmt: skip
 TOP2_NOT_MASKED = Trap(
@@ -144,7 +144,7 @@ WEIGHTS_NOT_RENORMALIZED = Trap(
     "The weights are the raw softmax probabilities of the two chosen experts. They sum to the "
     "top-2 share of all E experts, which is below one by a different amount for every token; "
     "divide by their sum: TODO(renormalize).",
-    "make each token's two weights sum to one (TODO renormalize)",
+    "make w0 + w1 = 1 per token (TODO renormalize)",
     _raw_weights,
 )  # fmt: skip
 

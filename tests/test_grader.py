@@ -694,3 +694,10 @@ def test_validate_exit_codes(monkeypatch, capsys):
     assert validate.main(["--no-baseline", "rotten-edit"]) == 1
     out = capsys.readouterr().out
     assert "rotten-edit" in out and "MISS" in out and "not found" in out
+
+
+def test_trap_hints_fit_the_summary_line():
+    """The summary prints `<trap>: <hint>` in 76 columns; a longer hint would be cut."""
+    for trap in TRAPS.values():
+        assert len(f"{trap.id}: {trap.hint}") <= 76, trap.id
+        assert f"TODO {trap.todo}" in trap.hint and f"TODO({trap.todo})" in trap.message
