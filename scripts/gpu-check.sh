@@ -5,7 +5,7 @@
 set -uo pipefail
 out=${1:?usage: gpu-check.sh OUTDIR}
 mkdir -p "$out"
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 TIMEFORMAT="wall: %R s"
 log() { echo; echo "=== $* ==="; }
 {
   log versions
@@ -15,17 +15,15 @@ log() { echo; echo "=== $* ==="; }
   for f in solutions/0*.py; do python3 "$f"; echo "exit $?"; done
   log "nox -s grade -- --target solutions (cold Triton cache)"
   export TRITON_CACHE_DIR=$(mktemp -d)
-  start=$(date +%s.%N)
-  nox -s grade -- --target solutions --report "$out/score-solutions.json"
-  echo "wall: $(echo "$(date +%s.%N) - $start" | bc) s (nox included)"
+  time nox -s grade -- --target solutions --report "$out/score-solutions.json"
   log "python -m grader --target solutions (warm cache)"
-  /usr/bin/time -f "wall: %e s" python3 -m grader --target solutions --quiet --report /tmp/warm.json
+  time python3 -m grader --target solutions --quiet --report /tmp/warm.json
   log "nox -s grade (untouched exercises)"
   nox -s grade -- --report "$out/score-exercises.json" 2>&1 | tail -14
 } > "$out/grade.log" 2>&1
 {
   log "nox -s validate"
-  /usr/bin/time -f "wall: %e s" nox -s validate
+  time nox -s validate
 } > "$out/validate.log" 2>&1
 {
   log "pytest tests (compiled)"
@@ -36,7 +34,7 @@ log() { echo; echo "=== $* ==="; }
   rm -rf /tmp/subs /tmp/book && mkdir -p /tmp/subs/{ada,bob,cy}
   cp solutions/0*.py /tmp/subs/ada/; cp exercises/0*.py /tmp/subs/bob/
   cp solutions/01*.py solutions/03*.py exercises/02*.py /tmp/subs/cy/
-  /usr/bin/time -f "wall: %e s" nox -s batch -- --submissions /tmp/subs --out /tmp/book
+  time nox -s batch -- --submissions /tmp/subs --out /tmp/book
   cat /tmp/book/gradebook.csv
   log "autograder bundle on CUDA"
   nox -s autograder -- --out /tmp/ag.zip && rm -rf /tmp/agr && mkdir -p /tmp/agr/source /tmp/agr/submission
