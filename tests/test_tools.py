@@ -153,7 +153,9 @@ def test_handout_works_on_its_own(tmp_path):
 def test_autograder_grades_a_submission(tmp_path):
     root = tmp_path / "autograder"
     bundle = zipfile.ZipFile(autograder(tmp_path / "a.zip"))
-    bundle.extractall(root / "source")  # (extractall drops modes; unzip, as Gradescope uses, keeps them)
+    bundle.extractall(
+        root / "source"
+    )  # (extractall drops modes; unzip, as Gradescope uses, keeps them)
     for script in ("run_autograder", "setup.sh"):
         assert bundle.getinfo(script).external_attr >> 16 & 0o111, f"{script} is not executable"
     assert (root / "source" / "setup.sh").exists()
@@ -162,12 +164,14 @@ def test_autograder_grades_a_submission(tmp_path):
     for ex in catalogue.EXERCISE_LIST:
         pick = catalogue.EXERCISES if ex.number == "02" else catalogue.SOLUTIONS
         shutil.copy(pick / ex.filename, nested)
-    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "PYTHONPATH": ""}
+    # run_autograder calls `python3`: let that be this interpreter, as setup.sh makes it there.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "PYTHONPATH": "", "PATH": path}
     proc = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env,
                           capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     results = json.loads((root / "results" / "results.json").read_text())
-    assert results["score"] == 75
+    assert results["score"] == 75, results["output"] + proc.stdout[-2000:]
     assert {t["name"].split(":")[0] for t in results["tests"]} == set(STEMS)
     failed = [t for t in results["tests"] if t["status"] == "failed"]
     assert failed and all(t["name"].startswith("02_") for t in failed)
