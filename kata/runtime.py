@@ -45,6 +45,25 @@ def _select() -> str:
     return "cuda"
 
 
+def _warn_old_interpreter() -> None:
+    """Triton's interpreter before 3.9 turns loop bounds into ints in a way numpy >= 2.4
+    rejects ("only 0-dimensional arrays can be converted to Python scalars", triton issue
+    #9171): say so up front instead of failing inside every kernel."""
+    from importlib import metadata
+
+    try:
+        triton_v = tuple(int(x) for x in metadata.version("triton").split(".")[:2])
+        numpy_v = tuple(int(x) for x in metadata.version("numpy").split(".")[:2])
+    except (metadata.PackageNotFoundError, ValueError):
+        return
+    if triton_v < (3, 9) and numpy_v >= (2, 4):
+        print(
+            f"kata: triton {'.'.join(map(str, triton_v))}'s interpreter fails with numpy "
+            f"{'.'.join(map(str, numpy_v))} (triton issue #9171); use triton >= 3.9 or numpy < 2.4",
+            file=sys.stderr,
+        )
+
+
 BACKEND = _select()
 DEVICE = "cuda" if BACKEND == "cuda" else "cpu"
 INTERPRETER = BACKEND == "interpreter"
@@ -57,6 +76,7 @@ if INTERPRETER:
                 "kata: no CUDA GPU found; kernels run in Triton's CPU interpreter (TRITON_INTERPRET=1)",
                 file=sys.stderr,
             )
+    _warn_old_interpreter()
 else:
     os.environ["TRITON_INTERPRET"] = "0"
     os.environ.setdefault("TRITON_F32_DEFAULT", "ieee")

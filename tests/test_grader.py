@@ -61,7 +61,9 @@ def grade(target: Path, *args: str, gradescope: bool = False, timeout: float = 6
     out = target.parent / f"{target.name}-out"
     out.mkdir(exist_ok=True)
     report, results = out / "score.json", out / "results.json"
-    cmd = [sys.executable, "-m", "grader", "--device", "interpreter", "--target", str(target),
+    # The backend the runtime picks (compiled on a GPU machine), or KATA_TEST_DEVICE.
+    device = os.environ.get("KATA_TEST_DEVICE", "auto")
+    cmd = [sys.executable, "-m", "grader", "--device", device, "--target", str(target),
            "--report", str(report), *args]  # fmt: skip
     if gradescope:
         cmd += ["--gradescope", str(results)]
