@@ -136,6 +136,12 @@ if (ROOT / "solutions").is_dir():
         session.run(_env_python(session), "-m", "kata.bundles", "autograder", *session.posargs)
 
     @nox.session
+    def bench(session: nox.Session) -> None:
+        """GPU: solution kernels vs torch; writes reports/bench.json and reports/bench.png."""
+        python = _env_python(session, {"matplotlib": "matplotlib"})
+        session.run(python, "-m", "kata.bench", *session.posargs)
+
+    @nox.session
     def generate(session: nox.Session) -> None:
         """Rewrite exercises/ from solutions/ (strips the marked solution regions)."""
         session.run(_env_python(session), "-m", "kata.generate", *session.posargs)

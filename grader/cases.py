@@ -9,7 +9,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.inputs import ATTENTION, GATING, Case, growing, logits, qkv, ties
+from grader.inputs import (
+    ATTENTION,
+    FAST_ATTENTION,
+    FAST_GATING,
+    GATING,
+    Case,
+    bhsd,
+    growing,
+    logits,
+    qkv,
+    round_to,
+    ties,
+)
 
 __all__ = ["ATTENTION", "GATING", "Case", "attention_cases", "cases_for", "gating_cases"]
 
@@ -77,8 +89,42 @@ def gating_cases() -> list[Case]:
     ]  # fmt: skip
 
 
+def fast_attention_cases() -> list[Case]:
+    """04: small (B, H, S, D) problems; S a multiple of 128 as the exercise requires."""
+    found = []
+    for causal in (False, True):
+        tag = "causal" if causal else "full"
+        found += [
+            Case(f"{tag}-fp16-d64", FAST_ATTENTION, f"B=1, H=2, S=128, D=64, float16, {tag}",
+                 bhsd(300 + causal, 1, 2, 128, 64, "float16"), dtype="float16", causal=causal),
+            Case(f"{tag}-bf16-d128", FAST_ATTENTION, f"B=2, H=1, S=256, D=128, bfloat16, {tag}",
+                 bhsd(302 + causal, 2, 1, 256, 128, "bfloat16"), dtype="bfloat16", causal=causal),
+            Case(f"{tag}-bf16-d32", FAST_ATTENTION, f"B=1, H=1, S=384, D=32, bfloat16, {tag}",
+                 bhsd(304 + causal, 1, 1, 384, 32, "bfloat16"), dtype="bfloat16", causal=causal),
+        ]  # fmt: skip
+    return found
+
+
+def fast_gating_cases() -> list[Case]:
+    """05: many rows per program, so row counts that are not multiples of a tile matter."""
+    bf = {"logits": round_to(logits(403, 200, 64)["logits"], "bfloat16")}
+    return [
+        Case("random-1000x64", FAST_GATING, "1000 tokens x 64 experts", logits(400, 1000, 64)),
+        Case("random-333x128", FAST_GATING, "333 tokens x 128 experts", logits(401, 333, 128)),
+        Case("random-77x8", FAST_GATING, "77 tokens x 8 experts", logits(402, 77, 8)),
+        Case("bf16-200x64", FAST_GATING, "200 tokens x 64 experts, bfloat16", bf, dtype="bfloat16"),
+        Case("negative-e6", FAST_GATING, "40 tokens x 6 experts (padded), all logits negative",
+             logits(404, 40, 6, shift=-8.0)),
+        Case("ties-e8", FAST_GATING, "exact ties: lowest index first", ties(8)),
+    ]  # fmt: skip
+
+
 def cases_for(stem: str) -> dict[str, Case]:
     """All cases of one exercise, by name."""
+    if stem.startswith("04"):
+        return {case.name: case for case in fast_attention_cases()}
+    if stem.startswith("05"):
+        return {case.name: case for case in fast_gating_cases()}
     if stem.startswith("01"):
         found = attention_cases(causal=False)
     elif stem.startswith("02"):

@@ -13,13 +13,15 @@ import sys
 import time
 from pathlib import Path
 
-from kata.catalogue import EXERCISE_LIST, EXERCISES, ROOT, find
+from kata.catalogue import ALL_EXERCISES, EXERCISES, ROOT, TRACKS, find
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m grader", description="Grade the kata's exercises.")
     p.add_argument("exercises", nargs="*", metavar="EXERCISE",
-                   help="exercise number (02) or file stem; default: all")  # fmt: skip
+                   help="exercise number (02) or file stem; default: the track's exercises")  # fmt: skip
+    p.add_argument("--track", choices=("core", "performance", "all"), default="core",
+                   help="core: the chapter's 01-03 (100 points, the default); performance: 04-05")  # fmt: skip
     p.add_argument("--target", type=Path, default=EXERCISES,
                    help="folder with the submission's files (default: exercises/)")  # fmt: skip
     p.add_argument("--report", type=Path, default=ROOT / "reports" / "score.json",
@@ -45,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyError as exc:
         return fail(exc.args[0])
     # Catalogue order, each once: `02 2` must not grade (and count) exercise 02 twice.
-    chosen = [ex for ex in EXERCISE_LIST if ex in named] or list(EXERCISE_LIST)
+    chosen = [ex for ex in ALL_EXERCISES if ex in named] or list(TRACKS[args.track])
     target = args.target.resolve()
     if not target.is_dir():
         return fail(f"target folder {args.target} does not exist")

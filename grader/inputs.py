@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 ATTENTION, GATING = "attention", "gating"
+FAST_ATTENTION, FAST_GATING = "fast_attention", "fast_gating"  # the performance track
 
 
 @dataclass(frozen=True)
@@ -21,12 +22,15 @@ class Case:
     layout: dict[str, str] = field(default_factory=dict)  # input -> "transposed" | "sliced"
     block_m: int = 16
     block_n: int = 16
+    dtype: str | None = None  # cast inputs to this torch dtype on the device ("bfloat16", ...)
+    causal: bool = False  # for FAST_ATTENTION
 
     def job(self) -> dict:
         """What the launcher needs to run this case (plain data, picklable)."""
         return {
             "name": self.name, "kind": self.kind, "inputs": self.inputs,
             "layout": self.layout, "block_m": self.block_m, "block_n": self.block_n,
+            "dtype": self.dtype, "causal": self.causal,
         }  # fmt: skip
 
 
@@ -64,3 +68,22 @@ def ties(E):
     for r, (a, b) in zip(range(3, 6), ((0, 1), (1, E - 1), (E - 2, 0))):
         rows[r, a] = rows[r, b] = rows[r].max() + 1.0
     return {"logits": rows}
+
+
+def round_to(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 values exactly representable in float16 / bfloat16, so that the device's cast
+    loses nothing and the float64 oracle sees the very numbers the kernel reads."""
+    x = np.asarray(values, np.float32)
+    if dtype == "float16":
+        return x.astype(np.float16).astype(np.float32)
+    if dtype == "bfloat16":  # round to nearest even on the upper 16 bits
+        bits = x.view(np.uint32).astype(np.uint64)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        return bits.astype(np.uint32).view(np.float32)
+    return x
+
+
+def bhsd(seed, B, H, S, D, dtype):
+    """q, k, v of shape (B, H, S, D), rounded to ``dtype``."""
+    r = rng(seed)
+    return {n: round_to(r.standard_normal((B, H, S, D)), dtype) for n in "qkv"}

@@ -42,7 +42,10 @@ def _kernel_problem(module, exercise) -> str | None:
     if not hasattr(fn, "fn") or not hasattr(fn, "__getitem__"):
         kind = "a plain Python function" if inspect.isfunction(fn) else type(fn).__name__
         return f"`{name}` is {kind}, not a Triton kernel: decorate it with @triton.jit"
-    params = tuple(inspect.signature(fn.fn).parameters)
+    inner = fn
+    while not inspect.isfunction(inner) and hasattr(inner, "fn"):  # Autotuner -> JIT -> def
+        inner = inner.fn
+    params = tuple(inspect.signature(inner).parameters)
     if params != exercise.params:
         return (
             f"`{name}` has the wrong parameters; the chapter's interface is "
@@ -69,8 +72,16 @@ def _tensor(torch, array, layout: str | None, device: str):
 
 def _run_case(torch, launchers: dict, kernel, case: dict, device: str) -> dict:
     ins = {k: _tensor(torch, a, case["layout"].get(k), device) for k, a in case["inputs"].items()}
+    if case.get("dtype"):
+        ins = {k: v.to(getattr(torch, case["dtype"])) for k, v in ins.items()}
     nan = float("nan")
-    if case["kind"] == "attention":
+    if case["kind"] == "fast_attention":
+        out = torch.full_like(ins["q"], nan)
+        launchers["fast_attention"](
+            kernel, ins["q"], ins["k"], ins["v"], causal=case["causal"], out=out
+        )
+        result = {"out": out.float()}
+    elif case["kind"] == "attention":
         M, D = ins["q"].shape
         # Poisoned output: a kernel that writes nothing leaves NaN behind.
         out = torch.full((M, D), nan, dtype=torch.float32, device=device)
@@ -83,7 +94,8 @@ def _run_case(torch, launchers: dict, kernel, case: dict, device: str) -> dict:
         M = ins["logits"].shape[0]
         w0, w1 = (torch.full((M,), nan, dtype=torch.float32, device=device) for _ in "01")
         i0, i1 = (torch.full((M,), -1, dtype=torch.int32, device=device) for _ in "01")
-        launchers["gating"](kernel, ins["logits"], out=(w0, w1, i0, i1))
+        launch = launchers["fast_gating" if case["kind"] == "fast_gating" else "gating"]
+        launch(kernel, ins["logits"], out=(w0, w1, i0, i1))
         result = {"w0": w0, "w1": w1, "idx0": i0, "idx1": i1}
     if device == "cuda":
         torch.cuda.synchronize()
@@ -105,7 +117,10 @@ def main(workdir: str) -> int:
 
     from kata import catalogue, host
 
-    launchers = {"attention": host.launch_attention, "gating": host.launch_gating}
+    launchers = {
+        "attention": host.launch_attention, "gating": host.launch_gating,
+        "fast_attention": host.launch_fast_attention, "fast_gating": host.launch_fast_gating,
+    }  # fmt: skip
     save = np.savez
 
     exercise = catalogue.find(job["exercise"])
@@ -138,6 +153,14 @@ def main(workdir: str) -> int:
         with open(out / f"{i}.tmp.npz", "wb") as fh:
             save(fh, **arrays)
         (out / f"{i}.tmp.npz").replace(out / f"{i}.npz")
+    if job.get("timing") and runtime.DEVICE == "cuda":
+        from grader import timing
+
+        try:
+            result = timing.measure(exercise.stem, kernel, launchers, torch)
+        except BaseException as exc:
+            result = {"timed": False, "reason": "timing failed: " + describe_exception(exc, file)}
+        _write_json(out / "timing.json", result)
     return 0
 
 

@@ -109,8 +109,11 @@ class Submission:
             self.info["error"] = f"{self.file.name} not found in {self.file.parent}"
             return
         self.work.mkdir(parents=True, exist_ok=True)
+        from kata.catalogue import find
+
         job = {"exercise": self.stem, "file": str(self.file.resolve()),
-               "cases": [self.cases[n].job() for n in self._order]}  # fmt: skip
+               "cases": [self.cases[n].job() for n in self._order],
+               "timing": find(self.stem).track == "performance"}  # fmt: skip
         (self.work / "job.pkl").write_bytes(pickle.dumps(job))
         scratch = self.work / "cwd"
         scratch.mkdir(exist_ok=True)
@@ -139,6 +142,9 @@ class Submission:
         self.info["seconds"] = round(time.monotonic() - start, 2)
         self.info["output"] = captured.text()
         self.info["output_bytes"] = captured.total
+        timing_file = self.work / "out" / "timing.json"
+        if timing_file.exists():
+            self.info["timing"] = json.loads(timing_file.read_text())
         status_file = self.work / "out" / "status.json"
         status = json.loads(status_file.read_text()) if status_file.exists() else None
         self.info["status"] = status

@@ -34,6 +34,7 @@ class ExerciseResult:
     duration_s: float = 0.0
     output: str = ""  # what the submission printed, truncated
     error: str | None = None  # why no check could run, when that is the case
+    performance: dict | None = None  # performance track only: timings, speedups, points
 
     @property
     def traps(self) -> list[str]:
@@ -60,9 +61,20 @@ class Report:
 
     def to_json(self) -> dict:
         data = asdict(self)
+        for ex in data["exercises"]:
+            if ex["performance"] is None:
+                del ex["performance"]
         order = ["schema_version", "target", "device", "versions", "checkset", "score",
                  "max_score", "duration_s", "traps", "exercises"]  # fmt: skip
-        return {key: data[key] for key in order}
+        report = {key: data[key] for key in order}
+        timed = {e.id: e.performance for e in self.exercises if e.performance is not None}
+        if timed:  # separate from the correctness score
+            report["performance"] = {
+                "points": sum(p["points"] for p in timed.values()),
+                "max_points": sum(p["max_points"] for p in timed.values()),
+                "exercises": timed,
+            }
+        return report
 
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ import numpy as np
 from grader.checking import (
     AttentionJudge,
     Check,
+    FastAttentionJudge,
     GraderError,
     Top2Judge,
     WeightsJudge,
@@ -34,6 +35,7 @@ def _raw_sums_vary(cases: list[Case]) -> None:
 
 T = TRAPS
 E01, E02, E03 = "01_flash_attention_core", "02_causal_flash_attention", "03_moe_gating"
+E04, E05 = "04_fast_attention", "05_fast_gating"
 ATTN, CAUSAL = AttentionJudge(causal=False), AttentionJudge(causal=True)
 TOP2, WEIGHTS = Top2Judge(), WeightsJudge()
 
@@ -82,6 +84,22 @@ CHECKS = (
     Check("renormalized-ties-and-two-experts", E03, "renormalize", 10,
           "Exact ties (0.5 / 0.5 on all-zero rows), and E = 2",
           ("ties-e8", "ties-e5", "two-experts"), WEIGHTS, (T["weights-not-renormalized"],)),
+    # The performance track: correctness first (50 points each, separate from the chapter's
+    # 100); grader.timing adds speed on a GPU.
+    Check("fast-attention-full", E04, "exp2-scale", 25,
+          "Non-causal, float16 and bfloat16, D = 32, 64, 128",
+          ("full-fp16-d64", "full-bf16-d128", "full-bf16-d32"), FastAttentionJudge(causal=False)),
+    Check("fast-attention-causal", E04, "causal-stages", 25,
+          "Causal: unmasked tiles, then the diagonal tiles",
+          ("causal-fp16-d64", "causal-bf16-d128", "causal-bf16-d32"), FastAttentionJudge(causal=True)),
+    Check("fast-gating-top2", E05, "top2-mask", 25,
+          "Many rows per program, rows not a multiple of a tile, bfloat16, padded E, ties",
+          ("random-1000x64", "random-333x128", "random-77x8", "bf16-200x64", "negative-e6",
+           "ties-e8"), TOP2, (T["top2-not-masked"],)),
+    Check("fast-gating-weights", E05, "rows-per-program", 25,
+          "Renormalized weights for every token of every tile",
+          ("random-1000x64", "random-333x128", "random-77x8", "bf16-200x64", "negative-e6"),
+          WEIGHTS, (T["weights-not-renormalized"],)),
 )  # fmt: skip
 
 

@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from grader import checkset
+from grader import checkset, timing
 from grader.report import CheckResult, ExerciseResult
 from kata.catalogue import Exercise
 
@@ -25,8 +25,11 @@ ROOT = Path(__file__).resolve().parents[1]
 CHECKS = ROOT / "grader" / "checks"
 
 
-def default_timeout(backend: str) -> float:
-    """Seconds the submission's process may take for all cases of one exercise."""
+def default_timeout(backend: str, ex: Exercise | None = None) -> float:
+    """Seconds the submission's process may take for all cases of one exercise (the
+    performance track also autotunes and times its kernel on a GPU)."""
+    if ex is not None and ex.track == "performance":
+        return 300.0 if backend == "cuda" else 240.0
     return 90.0 if backend == "cuda" else 180.0
 
 
@@ -79,7 +82,7 @@ def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path,
         result = _zero(ex, file, f"{ex.filename} not found in {target}")
         result.duration_s = round(time.monotonic() - start, 2)
         return result
-    timeout = timeout or default_timeout(backend)
+    timeout = timeout or default_timeout(backend, ex)
     with tempfile.TemporaryDirectory(prefix=f"kata-{ex.number}-") as tmp:
         work = Path(tmp)
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
@@ -113,10 +116,13 @@ def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path,
         )
     checks = _from_pytest(ex, file, raw)
     error = launch.get("error")
-    return ExerciseResult(
+    result = ExerciseResult(
         ex.stem, str(file), sum(c.points for c in checks), checkset.max_score(ex.stem), checks,
         duration_s=round(time.monotonic() - start, 2), output=launch.get("output", ""), error=error,
     )  # fmt: skip
+    if ex.track == "performance":
+        result.performance = timing.score(launch.get("timing"), result.score == result.max_score)
+    return result
 
 
 def grade(exercises: list[Exercise], target: Path, backend: str, report_dir: Path,

@@ -28,13 +28,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import gallery
-from kata.catalogue import EXERCISE_LIST, EXERCISES, SOLUTIONS, Exercise, find
+from kata.catalogue import ALL_EXERCISES, EXERCISES, PERFORMANCE_LIST, SOLUTIONS, Exercise, find
 
 # The traps each untouched skeleton must be diagnosed with (and no others).
 SKELETON_TRAPS = {
     "01_flash_attention_core": ("acc-not-rescaled",),
     "02_causal_flash_attention": ("causal-mask-missing",),
     "03_moe_gating": ("top2-not-masked", "weights-not-renormalized"),
+    # The performance track: untouched, 04 computes with the wrong exponent base and 05 writes
+    # one token per tile; neither matches a named trap, both must score 0.
+    "04_fast_attention": (),
+    "05_fast_gating": (),
 }
 
 WIDTH = 80
@@ -135,7 +139,9 @@ def build_rows(
                 stems.add(find(name).stem)
             except KeyError:
                 pass
-    exercises = [ex for ex in EXERCISE_LIST if ex.stem in stems] if baseline else []
+    if not names:  # the performance track has no gallery of its own, only its baseline rows
+        stems |= {ex.stem for ex in PERFORMANCE_LIST}
+    exercises = [ex for ex in ALL_EXERCISES if ex.stem in stems] if baseline else []
     rows = [Row("solutions", ex, Expectation("full"), folder=SOLUTIONS) for ex in exercises]
     skeletons, notes = _skeleton_rows(exercises)
     rows += skeletons

@@ -16,7 +16,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from kata.catalogue import EXERCISE_LIST, ROOT, SOLUTIONS
+from kata.catalogue import ALL_EXERCISES, ROOT, SOLUTIONS
 from kata.generate import strip
 
 DIST = ROOT / "dist"
@@ -70,7 +70,7 @@ def handout(dest: Path = DIST / "triton-kata-handout.zip") -> Path:
         entries[top + str(path.relative_to(ROOT))] = path
     for path in _files("kata", "*.py"):
         entries[top + f"kata/{path.name}"] = path
-    for ex in EXERCISE_LIST:  # what `nox -s reset` restores when there are no solutions
+    for ex in ALL_EXERCISES:  # what `nox -s reset` restores when there are no solutions
         entries[top + f"kata/pristine/{ex.filename}"] = strip(
             (SOLUTIONS / ex.filename).read_text()
         ).encode()

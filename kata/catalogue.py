@@ -24,6 +24,15 @@ GATING_PARAMS = (
 )  # fmt: skip
 
 
+FAST_ATTENTION_PARAMS = (
+    "q_ptr", "k_ptr", "v_ptr", "out_ptr",
+    "stride_qb", "stride_qh", "stride_qs", "stride_kb", "stride_kh", "stride_ks",
+    "stride_vb", "stride_vh", "stride_vs", "stride_ob", "stride_oh", "stride_os",
+    "H", "S", "sm_scale", "HEAD_DIM", "CAUSAL", "BLOCK_M", "BLOCK_N",
+)  # fmt: skip
+FAST_GATING_PARAMS = GATING_PARAMS + ("BLOCK_M",)
+
+
 @dataclass(frozen=True)
 class Exercise:
     stem: str  # file name without .py; also the exercise's id in reports
@@ -31,6 +40,7 @@ class Exercise:
     params: tuple[str, ...]  # the kernel's parameters, in order (fixed by the chapter)
     host: str  # the host function the file defines for its worked example
     todos: tuple[str, ...]  # TODO ids, in file order
+    track: str = "core"  # "core" (the chapter, 100 points) or "performance" (04, 05)
 
     @property
     def number(self) -> str:
@@ -57,13 +67,29 @@ EXERCISE_LIST = (
 )  # fmt: skip
 
 
+# The performance track: graded only when asked for (`nox -s grade -- 04 05` or
+# `--track performance`); its correctness points are separate from the chapter's 100.
+PERFORMANCE_LIST = (
+    Exercise(
+        "04_fast_attention", "attention_fwd_kernel", FAST_ATTENTION_PARAMS, "fast_attention",
+        ("exp2-scale", "causal-stages"), "performance",
+    ),
+    Exercise(
+        "05_fast_gating", "moe_top2_gating_fast_kernel", FAST_GATING_PARAMS, "fast_top2_gating",
+        ("rows-per-program", "top2-mask"), "performance",
+    ),
+)  # fmt: skip
+ALL_EXERCISES = EXERCISE_LIST + PERFORMANCE_LIST
+TRACKS = {"core": EXERCISE_LIST, "performance": PERFORMANCE_LIST, "all": ALL_EXERCISES}
+
+
 def find(name: str) -> Exercise:
     """An exercise by number (``2``, ``02``) or file stem (``02_causal_flash_attention``)."""
     key = name.strip().removesuffix(".py")
-    for ex in EXERCISE_LIST:
+    for ex in ALL_EXERCISES:
         if key in (ex.stem, ex.number) or (key.isdigit() and int(key) == int(ex.number)):
             return ex
-    known = ", ".join(ex.stem for ex in EXERCISE_LIST)
+    known = ", ".join(ex.stem for ex in ALL_EXERCISES)
     raise KeyError(f"no exercise {name!r}; known: {known}")
 
 

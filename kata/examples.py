@@ -97,3 +97,36 @@ def gating_example(moe_top2_gating) -> int:
     ok &= _verdict("w1 vs renormalized top-2 probability", w1, ref[:, 1], 1e-5)
     ok &= _verdict("w0 + w1 vs 1", w0 + w1, np.ones(6), 1e-5)
     return 0 if ok else 1
+
+
+def fast_attention_example(fast_attention) -> int:
+    """Exercise 04: small (B, H, S, D) fp16 inputs, causal and not, against float64."""
+    _header("04 fast attention: B=1, H=2, S=256, D=64, float16, seed 0")
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 256, 64).half() for _ in range(3))
+    ok = True
+    for causal in (False, True):
+        out = fast_attention(*(x.to(runtime.DEVICE) for x in (q, k, v)), causal=causal).cpu()
+        want = np.stack(
+            [oracles.attention(q[0, h], k[0, h], v[0, h], causal=causal) for h in range(2)]
+        )
+        label = "causal" if causal else "non-causal"
+        ok &= _verdict(f"{label} kernel vs float64 oracle", out[0].float(), want, 1e-2)
+    return 0 if ok else 1
+
+
+def fast_gating_example(fast_top2_gating) -> int:
+    """Exercise 05: 1000 tokens x 64 experts against the float64 oracle."""
+    _header("05 fast top-2 gating: 1000 tokens x 64 experts, seed 0")
+    torch.manual_seed(0)
+    logits = torch.randn(1000, 64)
+    w0, w1, i0, i1 = (t.cpu() for t in fast_top2_gating(logits.to(runtime.DEVICE)))
+    r0, r1, j0, j1 = oracles.top2_gating(logits)
+    same = bool((i0.numpy() == j0).all() and (i1.numpy() == j1).all())
+    print(f"  {'ok ' if same else '!! '}{'indices equal the oracle':<44} {same}")
+    ok = same
+    ok &= _verdict("w0 vs renormalized top-1 probability", w0, r0, 1e-5)
+    ok &= _verdict("w1 vs renormalized top-2 probability", w1, r1, 1e-5)
+    if not runtime.INTERPRETER:
+        print("  timings against torch: `nox -s bench`")
+    return 0 if ok else 1

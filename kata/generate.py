@@ -20,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-from kata.catalogue import EXERCISE_LIST, EXERCISES, SOLUTIONS
+from kata.catalogue import ALL_EXERCISES, EXERCISES, SOLUTIONS
 
 MARKER = re.compile(r"^\s*# (BEGIN|END) (SOLUTION|SKELETON)\s*$")
 
@@ -67,7 +67,7 @@ def expected() -> dict[Path, str]:
     """Every exercise path and the text the generator makes for it."""
     return {
         EXERCISES / ex.filename: strip((SOLUTIONS / ex.filename).read_text(), ex.filename)
-        for ex in EXERCISE_LIST
+        for ex in ALL_EXERCISES
     }
 
 

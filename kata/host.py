@@ -115,3 +115,72 @@ def launch_gating(kernel, logits, *, out=None):
             BLOCK_E=triton.next_power_of_2(E),
         )  # fmt: skip
     return w0, w1, idx0, idx1
+
+
+# ---- the performance track (exercises 04 and 05) -------------------------------------------
+
+FAST_HEAD_DIMS = (16, 32, 64, 128)
+FAST_SEQ_MULTIPLE = 128
+
+
+def check_fast_attention_inputs(q, k, v) -> None:
+    """(B, H, S, D) bf16/fp16 tensors of one shape, S a multiple of 128, unit-stride D."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        if x.dtype not in (torch.float16, torch.bfloat16):
+            raise TypeError(f"{name} must be float16 or bfloat16, got {x.dtype}")
+        if x.dim() != 4:
+            raise ValueError(
+                f"{name} must be 4-D (batch, heads, seq, head_dim), got {tuple(x.shape)}"
+            )
+        if x.stride(3) != 1:
+            raise ValueError(f"{name}'s last dimension must be contiguous (stride 1)")
+    if not (q.shape == k.shape == v.shape):
+        raise ValueError(
+            f"q, k, v must have one shape, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    B, H, S, D = q.shape
+    if D not in FAST_HEAD_DIMS:
+        raise ValueError(f"head_dim must be one of {FAST_HEAD_DIMS}, got {D}")
+    if S % FAST_SEQ_MULTIPLE:
+        raise ValueError(f"sequence length must be a multiple of {FAST_SEQ_MULTIPLE}, got {S}")
+    _require_device(q=q, k=k, v=v)
+
+
+def launch_fast_attention(kernel, q, k, v, *, causal: bool = False, out=None):
+    check_fast_attention_inputs(q, k, v)
+    B, H, S, D = q.shape
+    if out is None:
+        out = torch.empty_like(q)
+    if q.numel() == 0:
+        return out
+    grid = lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)  # noqa: E731
+    kernel[grid](
+        q, k, v, out,
+        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2), out.stride(0), out.stride(1), out.stride(2),
+        H, S, 1.0 / math.sqrt(D), HEAD_DIM=D, CAUSAL=causal,
+    )  # fmt: skip
+    return out
+
+
+def launch_fast_gating(kernel, logits, *, out=None):
+    """Like launch_gating, for an autotuned kernel that picks its own rows per program."""
+    check_gating_input(logits)
+    M, E = logits.shape
+    if logits.stride(1) != 1:
+        logits = logits.contiguous()
+    if out is None:
+        w0, w1 = (torch.empty(M, dtype=torch.float32, device=logits.device) for _ in range(2))
+        idx0, idx1 = (torch.empty(M, dtype=torch.int32, device=logits.device) for _ in range(2))
+    else:
+        w0, w1, idx0, idx1 = out
+    if M > 0:
+        grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]),)  # noqa: E731
+        kernel[grid](
+            logits, w0, w1, idx0, idx1, M, E, logits.stride(0), BLOCK_E=triton.next_power_of_2(E)
+        )
+    return w0, w1, idx0, idx1

@@ -15,11 +15,15 @@ log() { echo; echo "=== $* ==="; }
   for f in solutions/0*.py; do python3 "$f"; echo "exit $?"; done
   log "nox -s grade -- --target solutions (cold Triton cache)"
   export TRITON_CACHE_DIR=$(mktemp -d)
-  time nox -s grade -- --target solutions --report "$out/score-solutions.json"
+  time nox -s grade -- --target solutions --report /tmp/score-solutions.json
   log "python -m grader --target solutions (warm cache)"
   time python3 -m grader --target solutions --quiet --report /tmp/warm.json
   log "nox -s grade (untouched exercises)"
-  nox -s grade -- --report "$out/score-exercises.json" 2>&1 | tail -14
+  nox -s grade -- --report /tmp/score-exercises.json 2>&1 | tail -14
+  log "performance track: solutions, then untouched skeletons"
+  time python3 -m grader --track performance --target solutions --report /tmp/score-perf.json 2>&1 | tail -9
+  python3 -c "import json; print(json.dumps(json.load(open('/tmp/score-perf.json'))['performance'], indent=1))"
+  python3 -m grader --track performance --report /tmp/perf-ex.json 2>&1 | tail -8
 } > "$out/grade.log" 2>&1
 {
   log "nox -s validate"
@@ -42,4 +46,9 @@ log() { echo; echo "=== $* ==="; }
   AUTOGRADER_ROOT=/tmp/agr bash /tmp/agr/source/run_autograder | tail -4
   python3 -c "import json; r=json.load(open('/tmp/agr/results/results.json')); print('results.json score', r['score'], len(r['tests']), 'tests;', r['output'])"
 } > "$out/batch.log" 2>&1
-tail -5 "$out/grade.log" "$out/validate.log" "$out/tests.log" "$out/batch.log"
+{
+  log "nox -s bench"
+  nox -s bench -- --no-grader 2>&1 | grep -v "^nox >"
+  cp reports/bench.json reports/bench.png "$out/" 2>/dev/null
+} > "$out/bench.log" 2>&1
+for f in grade validate tests batch bench; do echo "== $f"; tail -n 6 "$out/$f.log"; done

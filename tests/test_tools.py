@@ -43,7 +43,7 @@ def test_hints_reveal_one_level_at_a_time(monkeypatch, capsys, tmp_path):
 def test_hints_never_contain_the_solution_code():
     """No hint may hold a line of a solution region (the exercises' answers)."""
     answers = []
-    for ex in catalogue.EXERCISE_LIST:
+    for ex in catalogue.ALL_EXERCISES:
         text = (catalogue.SOLUTIONS / ex.filename).read_text()
         inside = False
         for line in text.splitlines():
@@ -61,7 +61,7 @@ def test_hints_never_contain_the_solution_code():
 
 def test_every_exercise_has_hints():
     data = hints.load_hints()
-    assert set(data) == set(STEMS)
+    assert set(data) == {ex.stem for ex in catalogue.ALL_EXERCISES}
     assert all(len(entry["levels"]) >= 2 for entry in data.values())
 
 
