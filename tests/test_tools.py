@@ -20,6 +20,13 @@ slow = pytest.mark.slow
 STEMS = [ex.stem for ex in catalogue.EXERCISE_LIST]
 
 
+def outside_path() -> str:
+    """PYTHONPATH without this checkout (packages may live on PYTHONPATH, as on a GPU box)."""
+    keep = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if p and not Path(p).resolve().is_relative_to(ROOT)]  # fmt: skip
+    return os.pathsep.join(keep)
+
+
 def run(*args, cwd=ROOT, env=None, timeout=600):
     env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True,
@@ -134,7 +141,7 @@ def test_handout_works_on_its_own(tmp_path):
     top = tmp_path / "triton-kata"
     readme = (top / "README.md").read_text()
     assert "nox -s grade" in readme and "nox -s tests" not in readme
-    env = {"PYTHONPATH": ""}  # nothing from this checkout
+    env = {"PYTHONPATH": outside_path()}  # nothing from this checkout
     proc = run("-m", "grader", "--report", str(tmp_path / "score.json"), cwd=top, env=env)
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / "score.json").read_text())
@@ -166,7 +173,7 @@ def test_autograder_grades_a_submission(tmp_path):
         shutil.copy(pick / ex.filename, nested)
     # run_autograder calls `python3`: let that be this interpreter, as setup.sh makes it there.
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "PYTHONPATH": "", "PATH": path}
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "PYTHONPATH": outside_path(), "PATH": path}
     proc = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env,
                           capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
