@@ -25,15 +25,35 @@ def _student_line(exc: BaseException, file: str) -> int | None:
     return line
 
 
-def _compilation_line(exc: BaseException) -> int | None:
-    """Triton's CompilationError knows the AST node, relative to the kernel's first line."""
-    node = getattr(exc, "node", None)
-    lineno = getattr(node, "lineno", None)
-    fn = getattr(exc, "fn", None) if hasattr(exc, "fn") else None
-    start = getattr(fn, "starting_line_number", None) if fn else None
-    if lineno and start:
-        return start + lineno - 1
-    return None
+def _chain(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _is_compilation_error(exc: BaseException) -> bool:
+    return any(k.__name__ == "CompilationError" for k in type(exc).__mro__)
+
+
+def _compilation_line(exc: BaseException, file: str) -> int | None:
+    """Triton's CompilationError holds the jitted function's source (from its ``def`` line) and
+    the failing AST node, numbered from that line: find the ``def`` in the student's file. The
+    innermost error of a chain is where the problem is (a helper called by the kernel)."""
+    try:
+        lines = [ln.strip() for ln in Path(file).read_text().splitlines()]
+    except OSError:
+        return None
+    found = None
+    for e in _chain(exc):
+        src, lineno = getattr(e, "src", None), getattr(getattr(e, "node", None), "lineno", None)
+        if not (src and lineno):
+            continue
+        first = src.strip().splitlines()[0].strip()
+        if first in lines:
+            found = lines.index(first) + lineno
+    return found
 
 
 def explain(exc: BaseException, file: str) -> str:
@@ -43,10 +63,14 @@ def explain(exc: BaseException, file: str) -> str:
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted"
     text = str(exc).strip()
-    if name == "CompilationError" or "CompilationError" in text[:200]:
-        # The message starts with the kernel source and a caret; the cause is the last line.
-        cause = [ln for ln in text.splitlines() if ln.strip()][-1] if text else name
-        line = _compilation_line(exc) or _student_line(exc, file)
+    if _is_compilation_error(exc) or "CompilationError" in text[:200]:
+        # The message quotes the kernel's source and a caret; the cause is the innermost
+        # error_message of the chain (an outer error may only point at the call site).
+        causes = [m for e in _chain(exc) if (m := getattr(e, "error_message", None))]
+        useful = [ln for ln in text.splitlines() if ln.strip() and ln.strip() != "^"]
+        cause = causes[-1] if causes else (useful[-1] if useful else name)
+        cause = re.sub(r"\s+", " ", str(cause).strip().splitlines()[-1])[:300]
+        line = _compilation_line(exc, file) or _student_line(exc, file)
         where = f" (line {line} of {Path(file).name})" if line else ""
         return f"Triton could not compile the kernel{where}: {cause}"
     first = text.splitlines()[0] if text else ""

@@ -275,7 +275,7 @@ ISOLATION: dict[str, Broken] = {
     "compile-error": Broken(
         "01",
         edit((_SCORES, _BAD_DOT)),
-        (r"InterpreterError|CompilationError", r"reduction dimension|shape|dot"),
+        (r"InterpreterError|CompilationError|could not compile", r"reduction dimension|shape|dot"),
         whole=False,  # the file loads; every launch fails, case by case
         line_of=_BAD_DOT,
     ),
@@ -707,3 +707,37 @@ def test_trap_hints_fit_the_summary_line():
     for trap in TRAPS.values():
         assert len(f"{trap.id}: {trap.hint}") <= 76, trap.id
         assert f"TODO {trap.todo}" in trap.hint and f"TODO({trap.todo})" in trap.message
+
+
+def test_compilation_errors_name_the_students_line(tmp_path):
+    """A compiled kernel's error (only raised on a GPU) names the line in the student's file:
+    built here from Triton's own CompilationError, on a real file."""
+    import ast
+
+    from triton.compiler.errors import CompilationError
+
+    from grader.errors import explain
+
+    path = tmp_path / "01_flash_attention_core.py"
+    path.write_text(solution_text("01"))
+    text = path.read_text()
+    src = text[text.index("def flash_attn_kernel(") :]
+    bad = "scores = tl.dot(q, tl.trans(k)) * scale"
+    node = ast.parse("x")
+    node.lineno, node.col_offset = (
+        src.splitlines().index(next(ln for ln in src.splitlines() if bad in ln)) + 1,
+        8,
+    )
+    inner = CompilationError(src, node, "input and other must have equal reduction dimensions")
+    try:
+        try:
+            raise inner
+        except CompilationError as exc:
+            raise CompilationError(src, node, None) from exc
+    except CompilationError as outer:
+        message = explain(outer, str(path))
+    (line,) = [n for n, s in enumerate(text.splitlines(), 1) if bad in s]
+    assert message == (
+        f"Triton could not compile the kernel (line {line} of {path.name}): "
+        "input and other must have equal reduction dimensions"
+    )
