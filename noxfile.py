@@ -77,6 +77,8 @@ def run(session: nox.Session) -> None:
 
     args = list(session.posargs)
     folder = SOLUTIONS if "--solutions" in args else EXERCISES
+    if not folder.is_dir():
+        session.error("this copy has no solutions/ (a student handout); run your exercises instead")
     names = [a for a in args if a != "--solutions"] or [ex.number for ex in EXERCISE_LIST]
     python = _env_python(session)
     for name in names:

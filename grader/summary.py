@@ -60,6 +60,26 @@ class Printer:
             explained.add(c.trap or c.id)
             self._wrapped(c.message, 9)
 
+    def _performance(self, report: Report) -> None:
+        """The performance track's timings, separate from the score."""
+        timed = [ex for ex in report.exercises if ex.performance is not None]
+        if not timed:
+            return
+        total = sum(ex.performance["points"] for ex in timed)
+        top = sum(ex.performance["max_points"] for ex in timed)
+        self._print(f"Performance: {total}/{top} points (separate from the score)")
+        for ex in timed:
+            perf = ex.performance
+            if not perf["timed"]:
+                self._wrapped(f"{ex.id[:2]} timing skipped: {perf['reason']}", 4)
+                continue
+            for row in perf["shapes"]:
+                self._print(
+                    f"    {ex.id[:2]} {row['shape']:<36} {row['kernel_ms']:8.3f} ms  x{row['speedup']:.2f} vs torch"
+                )
+            if perf.get("reason"):
+                self._wrapped(f"{ex.id[:2]} {perf['reason']}", 4)
+
     def finish(self, report: Report, path: Path, gradescope: Path | None) -> None:
         if self.quiet:
             print(f"{report.score}/{report.max_score}", file=self.stream)
@@ -85,6 +105,7 @@ class Printer:
         self._print(
             f"Score: {report.score}/{report.max_score}   ({report.device}, {report.duration_s:.0f} s)"
         )
+        self._performance(report)
         self._print(f"Report: {path}" + (f"   Gradescope: {gradescope}" if gradescope else ""))
         unfinished = [ex for ex in report.exercises if ex.score < ex.max_score]
         if unfinished:

@@ -22,6 +22,7 @@ from kata.generate import strip
 DIST = ROOT / "dist"
 # Grader modules that hold the hidden checks, their inputs, or the instructors' tools.
 HIDDEN = {"cases.py", "rubric.py", "gallery.py", "validate.py", "batch.py", "gradescope.py"}
+INSTRUCTOR_DOCS = {"instructors.md", "bench_h200.json"}  # not for the student handout
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".ini", ".txt", ".sh", ""}
 
 
@@ -67,7 +68,8 @@ def handout(dest: Path = DIST / "triton-kata-handout.zip") -> Path:
         if path.suffix in (".py", ".toml") and not path.name.endswith(".bak"):
             entries[top + f"exercises/{path.name}"] = path
     for path in _files("docs"):
-        entries[top + str(path.relative_to(ROOT))] = path
+        if path.name not in INSTRUCTOR_DOCS:
+            entries[top + str(path.relative_to(ROOT))] = path
     for path in _files("kata", "*.py"):
         entries[top + f"kata/{path.name}"] = path
     for ex in ALL_EXERCISES:  # what `nox -s reset` restores when there are no solutions

@@ -393,7 +393,7 @@ def assert_complete(report: dict, numbers: list[str]) -> None:
     """Every required field, with a consistent value, for exactly these exercises."""
     assert list(report)[: len(TOP)] == TOP
     assert report["checkset"] == "hidden"
-    assert report["schema_version"] == "1.0"
+    assert report["schema_version"] == "1.1"
     assert report["device"] == runtime.describe()  # the backend the test run itself picked
     assert set(report["versions"]) >= {"python", "torch", "triton"}
     assert all(isinstance(v, str) and v for v in report["versions"].values())
@@ -741,3 +741,30 @@ def test_compilation_errors_name_the_students_line(tmp_path):
         f"Triton could not compile the kernel (line {line} of {path.name}): "
         "input and other must have equal reduction dimensions"
     )
+
+
+def test_summary_prints_timed_and_skipped_performance(tmp_path):
+    """The performance lines of the summary, for a GPU run (timed) and a CPU run (skipped)."""
+    import io
+
+    from grader import timing
+    from grader.report import Report
+    from grader.summary import Printer
+
+    timed = {"timed": True, "device": "GPU", "shapes": [
+        {"shape": "M=1M E=128 float32", "baseline": "torch", "kernel_ms": 0.23, "torch_ms": 6.1, "speedup": 26.5},
+    ]}  # fmt: skip
+    results = []
+    for stem, raw, correct in (("04_fast_attention", None, True), ("05_fast_gating", timed, False)):
+        ex = ExerciseResult(stem, f"{stem}.py", 0, 50, [], performance=timing.score(raw, correct))
+        results.append(ex)
+    report = Report("t", "cuda: GPU", {}, results, 1.0)
+    out = io.StringIO()
+    Printer(stream=out).finish(report, tmp_path / "score.json", None)
+    text = out.getvalue()
+    assert "Performance: 0/20 points" in text
+    assert "04 timing skipped: timing needs a CUDA GPU" in text
+    assert "M=1M E=128 float32" in text and "x26.50 vs torch" in text
+    assert "no performance points until every correctness check passes" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert report.to_json()["performance"]["max_points"] == 20

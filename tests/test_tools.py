@@ -133,6 +133,7 @@ def test_handout_holds_no_solutions_or_hidden_checks(tmp_path):
         assert f"triton-kata/exercises/{ex.filename}" in names
         assert f"triton-kata/kata/pristine/{ex.filename}" in names
     assert "triton-kata/grader/public.py" in names and "triton-kata/README.md" in names
+    assert "triton-kata/docs/instructors.md" not in names
 
 
 @slow
