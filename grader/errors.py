@@ -56,6 +56,23 @@ def _compilation_line(exc: BaseException, file: str) -> int | None:
     return found
 
 
+# Known causes -> what to do instead (one line, no code). Matched against Triton's messages.
+ADVICE = (
+    ("unsupported AST node type: Continue", "`continue` does not compile: bound the loop instead, so it stops at the last tile it needs"),
+    ("unsupported AST node type: Break", "`break` does not compile: bound the loop instead, so it stops at the last tile it needs"),
+    ("Input shapes should have M >= 16", "a compiled tl.dot needs every block dimension >= 16: pad the block (e.g. BLOCK_D) up to 16"),
+    ("equal reduction dimensions", "tl.dot's inner dimensions differ: (M, K) @ (K, N); check which operand needs tl.trans"),
+    ("arange's arguments must be of type tl.constexpr", "block sizes must be `tl.constexpr` parameters (tl.arange needs compile-time bounds)"),
+)  # fmt: skip
+
+
+def advice(text: str) -> str | None:
+    for needle, hint in ADVICE:
+        if needle in text:
+            return hint
+    return None
+
+
 def explain(exc: BaseException, file: str) -> str:
     name = type(exc).__name__
     if isinstance(exc, SystemExit):
@@ -72,9 +89,14 @@ def explain(exc: BaseException, file: str) -> str:
         cause = re.sub(r"\s+", " ", str(cause).strip().splitlines()[-1])[:300]
         line = _compilation_line(exc, file) or _student_line(exc, file)
         where = f" (line {line} of {Path(file).name})" if line else ""
-        return f"Triton could not compile the kernel{where}: {cause}"
+        hint = advice(text + " " + cause)
+        return f"Triton could not compile the kernel{where}: {cause}" + (
+            f". Hint: {hint}" if hint else ""
+        )
     first = text.splitlines()[0] if text else ""
     first = re.sub(r"\s+", " ", first)[:300]
     line = _student_line(exc, file)
     where = f" at line {line} of {Path(file).name}" if line else ""
-    return f"{name}{where}: {first}" if first else f"{name}{where}"
+    hint = advice(" ".join(str(e) for e in _chain(exc)))
+    tail = f". Hint: {hint}" if hint else ""
+    return (f"{name}{where}: {first}" if first else f"{name}{where}") + tail

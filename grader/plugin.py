@@ -150,6 +150,17 @@ class Submission:
         self.info["status"] = status
         if code is None:
             stopped = f"stopped after {self.timeout:.0f} s (an endless loop, or a kernel that never finishes?)"
+        elif code is not None and code < 0:
+            name = (
+                signal.Signals(-code).name
+                if -code in signal.Signals._value2member_map_
+                else str(-code)
+            )
+            stopped = f"the submission's process was killed by {name}" + (
+                " (a load or store outside its tensor? check the masks)"
+                if name in ("SIGSEGV", "SIGBUS")
+                else ""
+            )
         elif code != 0:
             stopped = f"the submission's process exited with code {code} (os._exit, a crash, or a fatal signal)"
         else:

@@ -768,3 +768,34 @@ def test_summary_prints_timed_and_skipped_performance(tmp_path):
     assert "no performance points until every correctness check passes" in text
     assert max(len(line) for line in text.splitlines()) <= 80
     assert report.to_json()["performance"]["max_points"] == 20
+
+
+@pytest.mark.parametrize("needle", [n for n, _ in __import__("grader.errors").errors.ADVICE])
+def test_known_compile_problems_get_advice(needle, tmp_path):
+    """Each known Triton message gets one line of advice, also through a chained error."""
+    from grader.errors import explain
+
+    path = tmp_path / "k.py"
+    path.write_text("x = 1\n")
+    try:
+        try:
+            raise ValueError(f"... {needle} ...")
+        except ValueError as inner:
+            raise RuntimeError("wrapped by the interpreter") from inner
+    except RuntimeError as exc:
+        message = explain(exc, str(path))
+    assert ". Hint: " in message and len(message.split(". Hint: ")[1]) > 20
+
+
+@slow
+def test_a_crashing_submission_is_named_by_its_signal(tmp_path):
+    """A hard crash (here a segfault at import) costs only that exercise, and says so."""
+    target = tmp_path / "target"
+    target.mkdir()
+    text = solution_text("03") + "\nimport ctypes\nctypes.string_at(0)\n"
+    (target / f"{STEM['03']}.py").write_text(text)
+    run = grade(target, "03")
+    assert run.code == 0, run.console
+    ex = run.exercise("03")
+    assert ex["score"] == 0 and "killed by SIGSEGV" in ex["error"], ex["error"]
+    assert all(c["status"] == "error" for c in ex["checks"])
