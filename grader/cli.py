@@ -71,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     printer.start(target, runtime.describe(), chosen)
     start = time.monotonic()
     results = runner.grade(chosen, target, runtime.BACKEND, args.report.parent,
-                           jobs=args.jobs, timeout=args.timeout, on_done=printer.exercise_done)  # fmt: skip
+                           jobs=args.jobs, timeout=args.timeout, on_done=printer.exercise_done,
+                           on_start=printer.exercise_started)  # fmt: skip
     report = Report(
         target=str(target), device=runtime.describe(), versions=runtime.versions(),
         exercises=results, duration_s=round(time.monotonic() - start, 2), checkset=checkset.NAME,

@@ -126,17 +126,22 @@ def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path,
 
 
 def grade(exercises: list[Exercise], target: Path, backend: str, report_dir: Path,
-          jobs: int | None = None, timeout: float | None = None, on_done=None) -> list[ExerciseResult]:  # fmt: skip
-    """Grade exercises concurrently; ``on_done(result)`` is called as each one finishes."""
+          jobs: int | None = None, timeout: float | None = None, on_done=None,
+          on_start=None) -> list[ExerciseResult]:  # fmt: skip
+    """Grade exercises concurrently; ``on_start(exercise)`` is called as each one starts and
+    ``on_done(result)`` as each one finishes."""
     jobs = jobs or (
         len(exercises) if backend == "cuda" else max(1, min(len(exercises), os.cpu_count() or 1))
     )
     results: dict[str, ExerciseResult] = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {
-            pool.submit(grade_exercise, ex, target, backend, report_dir, timeout): ex
-            for ex in exercises
-        }
+
+        def work(ex: Exercise) -> ExerciseResult:
+            if on_start:
+                on_start(ex)
+            return grade_exercise(ex, target, backend, report_dir, timeout)
+
+        futures = {pool.submit(work, ex): ex for ex in exercises}
         for future in as_completed(futures):
             result = future.result()
             results[result.id] = result

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 from grader.report import ExerciseResult, Report
@@ -27,13 +28,16 @@ class Printer:
     def __init__(self, quiet: bool = False, stream=sys.stdout):
         self.quiet, self.stream = quiet, stream
         self.colour = stream.isatty() and not os.environ.get("NO_COLOR")
+        self._lock = threading.RLock()
 
     def _paint(self, text: str, status: str) -> str:
         return f"\033[{COLOURS[status]}m{text}\033[0m" if self.colour else text
 
     def _print(self, line: str = "") -> None:
         if not self.quiet:
-            print(line, file=self.stream, flush=True)
+            with self._lock:  # exercises finish on worker threads
+                self.stream.write(line + "\n")
+                self.stream.flush()
 
     def _wrapped(self, text: str, indent: int) -> None:
         for line in textwrap.wrap(text, WIDTH - indent):
@@ -42,8 +46,16 @@ class Printer:
     def start(self, target: Path, device: str, exercises) -> None:
         self._print(f"Grading {len(exercises)} exercise(s) in {target} on {device}")
 
+    def exercise_started(self, ex) -> None:
+        """Progress: graded exercises run at once; say which are under way."""
+        self._print(f"  ... {ex.stem}: running its kernel on the checks' inputs")
+
     def exercise_done(self, ex: ExerciseResult) -> None:
         """Every check of one exercise; a trap's explanation only the first time it appears."""
+        with self._lock:  # one exercise's block is never split by another's
+            self._exercise_block(ex)
+
+    def _exercise_block(self, ex: ExerciseResult) -> None:
         self._print()
         self._print(f"{ex.id}  {ex.score}/{ex.max_score}  ({ex.duration_s:.1f} s)")
         if ex.error:  # nothing could be judged: say why once

@@ -94,21 +94,27 @@ def check_gating_input(logits) -> None:
     _require_device(logits=logits)
 
 
+def _gating_buffers(logits, out):
+    """Checked logits with unit-stride experts, and the four outputs (``out`` if given)."""
+    check_gating_input(logits)
+    if logits.stride(1) != 1:
+        # The kernels walk experts with unit stride; only rows may be strided.
+        logits = logits.contiguous()
+    if out is not None:
+        return logits, tuple(out)
+    M = logits.shape[0]
+    weights = [torch.empty(M, dtype=torch.float32, device=logits.device) for _ in range(2)]
+    indices = [torch.empty(M, dtype=torch.int32, device=logits.device) for _ in range(2)]
+    return logits, (*weights, *indices)
+
+
 def launch_gating(kernel, logits, *, out=None):
     """Check the input, then run a gating ``kernel``; returns ``(w0, w1, idx0, idx1)``.
 
     ``out`` may be a preallocated tuple of the four outputs (the grader fills them with NaN / -1).
     """
-    check_gating_input(logits)
+    logits, (w0, w1, idx0, idx1) = _gating_buffers(logits, out)
     M, E = logits.shape
-    if logits.stride(1) != 1:
-        # The chapter's kernel walks experts with unit stride; only rows may be strided.
-        logits = logits.contiguous()
-    if out is None:
-        w0, w1 = (torch.empty(M, dtype=torch.float32, device=logits.device) for _ in range(2))
-        idx0, idx1 = (torch.empty(M, dtype=torch.int32, device=logits.device) for _ in range(2))
-    else:
-        w0, w1, idx0, idx1 = out
     if M > 0:
         kernel[(M,)](
             logits, w0, w1, idx0, idx1, M, E, logits.stride(0),
@@ -169,15 +175,8 @@ def launch_fast_attention(kernel, q, k, v, *, causal: bool = False, out=None):
 
 def launch_fast_gating(kernel, logits, *, out=None):
     """Like launch_gating, for an autotuned kernel that picks its own rows per program."""
-    check_gating_input(logits)
+    logits, (w0, w1, idx0, idx1) = _gating_buffers(logits, out)
     M, E = logits.shape
-    if logits.stride(1) != 1:
-        logits = logits.contiguous()
-    if out is None:
-        w0, w1 = (torch.empty(M, dtype=torch.float32, device=logits.device) for _ in range(2))
-        idx0, idx1 = (torch.empty(M, dtype=torch.int32, device=logits.device) for _ in range(2))
-    else:
-        w0, w1, idx0, idx1 = out
     if M > 0:
         grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]),)  # noqa: E731
         kernel[grid](
