@@ -10,7 +10,7 @@ index), instead of a max and an argmax. It also skips work the renormalized weig
 softmax's denominator cancels, and w1 = exp(l1 - l0) / (1 + exp(l1 - l0)), w0 = 1 - w1.
 Ties go to the lowest expert index (as vLLM's router does).
 
-Reference: ``kata.oracles.top2_gating``. Run the file for a quick check and, on a GPU, a timing.
+Reference: ``kata.oracles.top2_gating``. Run the file for a quick check; ``nox -s bench`` times it.
 """
 
 import sys

@@ -92,6 +92,10 @@ class Top2Judge:
 
     keys = ("idx0", "idx1")
 
+    def __init__(self, lowest_index_on_ties: bool = False):
+        # 05 promises vLLM's rule (the lowest index wins a tie); 03 accepts any order.
+        self.lowest_index_on_ties = lowest_index_on_ties
+
     def expected(self, case: Case, got: Output) -> Output:
         w0, w1, idx0, idx1 = oracles.top2_gating(case.inputs["logits"])
         return {"idx0": idx0, "idx1": idx1}
@@ -109,6 +113,14 @@ class Top2Judge:
             | compare.bad_mask(probs[rows, i0], ranked[:, 0], "prob")
             | compare.bad_mask(probs[rows, i1], ranked[:, 1], "prob")
         )
+        if self.lowest_index_on_ties and not bad.any():
+            bad = (i0 != want["idx0"]) | (i1 != want["idx1"])
+            if bad.any():
+                t = int(np.flatnonzero(bad)[0])
+                return (
+                    f"equal logits must go to the lowest expert index first; token {t} chose "
+                    f"({i0[t]}, {i1[t]}), expected ({want['idx0'][t]}, {want['idx1'][t]})"
+                )
         if not bad.any():
             return None
         t = int(np.flatnonzero(bad)[0])

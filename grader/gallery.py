@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kata.catalogue import EXERCISE_LIST, SOLUTIONS, find
+from kata.catalogue import ALL_EXERCISES, SOLUTIONS, find
 
 LOG2E = "1.4426950408889634"
 
@@ -163,6 +163,12 @@ WRONG: tuple[Variant, ...] = (
              'rest = tl.where(probs == p0, float("-inf"), probs)')],
            None, "masks every expert equal to the top-1 value: wrong on exact ties",
            ["top2-ties"]),
+    # The performance track: 05 promises the lowest index on ties, as vLLM's router does.
+    _wrong("05-highest-index-on-ties", "05_fast_gating",
+           [("| (BLOCK_E - 1 - cols)[None, :].to(tl.int64)", "| cols[None, :].to(tl.int64)"),
+            ("i0 = BLOCK_E - 1 - (top1 & 0xFFFFFFFF).to(tl.int32)", "i0 = (top1 & 0xFFFFFFFF).to(tl.int32)"),
+            ("i1 = BLOCK_E - 1 - (top2 & 0xFFFFFFFF).to(tl.int32)", "i1 = (top2 & 0xFFFFFFFF).to(tl.int32)")],
+           None, "packs the index so that ties go to the highest expert", ["fast-gating-top2"]),
 )  # fmt: skip
 
 CORRECT: tuple[Variant, ...] = (
@@ -211,7 +217,7 @@ def check_gallery() -> list[str]:
     from grader.traps import TRAPS
 
     problems = []
-    stems = {ex.stem for ex in EXERCISE_LIST}
+    stems = {ex.stem for ex in ALL_EXERCISES}
     names = [v.name for v in GALLERY]
     for name in {n for n in names if names.count(n) > 1}:
         problems.append(f"variant name {name} is used twice")
