@@ -71,7 +71,7 @@ def grade(session: nox.Session) -> None:
 
 @nox.session
 def run(session: nox.Session) -> None:
-    """Run an exercise's worked example: `nox -s run -- 02` (add `--solutions` for the answer)."""
+    """Run an exercise's worked example: `nox -s run -- 02` (`--solutions`: the reference)."""
     sys.path.insert(0, str(ROOT))
     from kata.catalogue import EXERCISE_LIST, EXERCISES, SOLUTIONS, find
 
