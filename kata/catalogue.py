@@ -93,6 +93,15 @@ def find(name: str) -> Exercise:
     raise KeyError(f"no exercise {name!r}; known: {known}")
 
 
+def find_or_report(name: str) -> Exercise | None:
+    """``find`` for command lines: None (after saying why on stderr) for an unknown name."""
+    try:
+        return find(name)
+    except KeyError as exc:
+        print(exc.args[0], file=sys.stderr)
+        return None
+
+
 def load_file(path: Path | str) -> ModuleType:
     """Import a kernel file by path (its name starts with a digit, so `import` cannot)."""
     path = Path(path).resolve()

@@ -12,7 +12,7 @@ import json
 import sys
 import textwrap
 
-from kata.catalogue import EXERCISES, ROOT, find
+from kata.catalogue import EXERCISES, ROOT, find_or_report
 
 try:
     import tomllib
@@ -42,10 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="show every level")
     parser.add_argument("--reset", action="store_true", help="forget which levels were shown")
     args = parser.parse_args(argv)
-    try:
-        ex = find(args.exercise)
-    except KeyError as exc:
-        print(exc.args[0], file=sys.stderr)
+    ex = find_or_report(args.exercise)
+    if ex is None:
         return 2
     entry = load_hints()[ex.stem]
     levels = entry["levels"]

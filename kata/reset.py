@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from kata.catalogue import EXERCISES, ROOT, SOLUTIONS, Exercise, find
+from kata.catalogue import EXERCISES, ROOT, SOLUTIONS, Exercise, find_or_report
 
 PRISTINE = ROOT / "kata" / "pristine"
 
@@ -51,10 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nox -s reset --", description="Restore a skeleton.")
     parser.add_argument("exercise", help="exercise number (02) or file stem")
     args = parser.parse_args(argv)
-    try:
-        ex = find(args.exercise)
-    except KeyError as exc:
-        print(exc.args[0], file=sys.stderr)
+    ex = find_or_report(args.exercise)
+    if ex is None:
         return 2
     backup = reset(ex)
     where = f"exercises/{ex.filename}"

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from kata.catalogue import EXERCISE_LIST, EXERCISES, ROOT, Exercise, find
+from kata.catalogue import EXERCISE_LIST, EXERCISES, ROOT, Exercise, find, find_or_report
 
 REPORT = ROOT / "reports" / "watch.json"
 
@@ -68,11 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     extra = ["--device", args.device] if args.device else []
     follow = args.exercise is None
-    try:
-        ex = find(args.exercise) if args.exercise else first_unfinished(args.target, extra)
-    except KeyError as exc:
-        print(exc.args[0], file=sys.stderr)
-        return 2
+    if args.exercise:
+        ex = find_or_report(args.exercise)
+        if ex is None:
+            return 2
+    else:
+        ex = first_unfinished(args.target, extra)
     if ex is None:
         print("Every exercise is at full marks. Well done!")
         return 0
