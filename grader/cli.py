@@ -31,6 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where kernels run (default: auto, CUDA when torch sees a GPU)")  # fmt: skip
     p.add_argument("--timeout", type=float, help="seconds per exercise for the submission")
     p.add_argument("--jobs", type=int, help="exercises graded at once")
+    p.add_argument("--checks", choices=("hidden", "public"),
+                   help="which checks grade (default: hidden where this copy has them)")  # fmt: skip
+    p.add_argument("--strict", action="store_true",
+                   help="an exercise edited outside its TODO regions scores 0")  # fmt: skip
     p.add_argument("--quiet", action="store_true", help="print only the total")
     return p
 
@@ -63,19 +67,27 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # BackendError, or torch missing
         return fail(f"cannot choose a backend: {exc}")
 
-    from grader import checkset, runner
+    from grader import runner, specs
     from grader.report import Report
     from grader.summary import Printer
 
+    try:
+        checkset = args.checks or specs.default_checkset()
+        for ex in chosen:  # a broken spec is the grader's fault: say so before grading
+            specs.load(ex.stem, checkset)
+    except specs.SpecError as exc:
+        return fail(str(exc))
     printer = Printer(quiet=args.quiet)
     printer.start(target, runtime.describe(), chosen)
     start = time.monotonic()
     results = runner.grade(chosen, target, runtime.BACKEND, args.report.parent,
                            jobs=args.jobs, timeout=args.timeout, on_done=printer.exercise_done,
-                           on_start=printer.exercise_started)  # fmt: skip
+                           on_start=printer.exercise_started, checkset=checkset,
+                           strict=args.strict)  # fmt: skip
     report = Report(
         target=str(target), device=runtime.describe(), versions=runtime.versions(),
-        exercises=results, duration_s=round(time.monotonic() - start, 2), checkset=checkset.NAME,
+        exercises=results, duration_s=round(time.monotonic() - start, 2),
+        checkset=specs.load(chosen[0].stem, checkset).checkset, strict=args.strict,
     )  # fmt: skip
     report.write(args.report)
     if args.gradescope:

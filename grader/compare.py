@@ -1,39 +1,34 @@
-"""Tolerances and the evidence a failed comparison reports.
+"""Comparisons and the evidence a failed one reports.
 
-All comparisons happen in float64 against the float64 oracles. fp32 kernels land near 1e-6 on
-these sizes (IEEE dots on the GPU, full fp32 in the interpreter); the tolerances leave two orders
-of magnitude for that and none for a real mistake, whose errors are of order 0.01 to 1.
+Every comparison happens in float64 against the float64 oracles, with the (atol, rtol) the
+interface gives for that output and input dtype. fp32 kernels land near 1e-6 on the checks'
+sizes; the tolerances leave two orders of magnitude for that and none for a real mistake.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-# output -> (atol, rtol)
-TOLERANCE = {
-    "out": (1e-4, 1e-4),  # attention outputs (the chapter's atol)
-    "out16": (1e-2, 1e-2),  # 04: float16 / bfloat16 inputs, P rounded to 16 bits for P @ V
-    "w0": (1e-5, 1e-5),  # gating weights (the chapter's atol)
-    "w1": (1e-5, 1e-5),
-    "prob": (1e-6, 1e-5),  # a chosen expert's probability against the k-th largest
-}
+Tol = tuple[float, float]  # (atol, rtol)
+
 # A trap's wrong answer must sit this many tolerances away from the right one, or the trap
 # cannot be told apart and the check would prove nothing.
 SEPARATION = 100.0
 
 
-def bad_mask(got: np.ndarray, want: np.ndarray, key: str) -> np.ndarray:
-    """Elements that are not close; NaN and inf in ``got`` are never close."""
-    atol, rtol = TOLERANCE[key]
+def bad_mask(got: np.ndarray, want: np.ndarray, tol: Tol) -> np.ndarray:
+    """Elements that are not close; NaN and inf in ``got`` are never close (unless a trap's
+    form predicts NaN there too)."""
+    atol, rtol = tol
     got64, want64 = np.asarray(got, np.float64), np.asarray(want, np.float64)
     with np.errstate(invalid="ignore"):
         close = np.abs(got64 - want64) <= atol + rtol * np.abs(want64)
-    both_nan = np.isnan(got64) & np.isnan(want64)  # a trap's form may itself hold NaN rows
+    both_nan = np.isnan(got64) & np.isnan(want64)
     return ~(close | both_nan)
 
 
-def close(got, want, key: str) -> bool:
-    return got.shape == want.shape and not bad_mask(got, want, key).any()
+def close(got, want, tol: Tol) -> bool:
+    return np.shape(got) == np.shape(want) and not bad_mask(got, want, tol).any()
 
 
 def distance(a: np.ndarray, b: np.ndarray) -> float:
@@ -48,20 +43,36 @@ def distance(a: np.ndarray, b: np.ndarray) -> float:
     return float(d.max()) if d.size else 0.0
 
 
-def matrix_evidence(got: np.ndarray, want: np.ndarray, key: str = "out") -> str | None:
-    """None when ``got`` is close to ``want``, else what differs and where."""
+def _unwritten_evidence(unwritten: np.ndarray | None, rows: int, what: str) -> str | None:
+    if unwritten is None or not unwritten.any():
+        return None
+    if unwritten.all():
+        return f"no output was written: every {what} still holds the value the buffer started with"
+    flat = unwritten.reshape(rows, -1)
+    bad_rows = np.flatnonzero(flat.any(axis=1))
+    return (
+        f"{int(unwritten.sum())} of {unwritten.size} values were never written "
+        f"(in {len(bad_rows)} of {rows} rows; first at row {int(bad_rows[0])})"
+    )
+
+
+def matrix_evidence(
+    got: np.ndarray, want: np.ndarray, tol: Tol, unwritten: np.ndarray | None = None
+) -> str | None:
+    """None when ``got`` (rows x columns) is close to ``want``, else what differs and where."""
     if got.shape != want.shape:
         return f"output has shape {got.shape}, expected {want.shape}"
-    bad = bad_mask(got, want, key)
+    bad = bad_mask(got, want, tol)
     if not bad.any():
         return None
-    n_nan, n_inf = int(np.isnan(got).sum()), int(np.isinf(got).sum())
-    if n_nan == got.size:
-        return "no output was written: every element still holds the NaN the buffer started with"
+    never = _unwritten_evidence(unwritten, got.shape[0], "element")
+    if never and unwritten.all():
+        return never
     rows = np.flatnonzero(bad.any(axis=1))
     first_r = int(rows[0])
     first_c = int(np.flatnonzero(bad[first_r])[0])
-    err = np.where(bad, np.abs(got.astype(np.float64) - want), 0.0)
+    with np.errstate(invalid="ignore"):
+        err = np.where(bad, np.abs(got.astype(np.float64) - want), 0.0)
     err = np.where(np.isnan(err), np.inf, err)
     worst = np.unravel_index(int(np.argmax(err)), err.shape)
     parts = [
@@ -70,6 +81,29 @@ def matrix_evidence(got: np.ndarray, want: np.ndarray, key: str = "out") -> str 
         f"expected {want[first_r, first_c]:.6g}",
         f"max error {float(err[worst]):.3g} at row {worst[0]}, col {worst[1]}",
     ]
+    written = ~unwritten if unwritten is not None else np.ones(got.shape, bool)
+    n_nan = int((np.isnan(got) & written).sum())
+    n_inf = int(np.isinf(got).sum())
     if n_nan or n_inf:
-        parts.append(f"{n_nan} NaN and {n_inf} inf in the output")
+        parts.append(f"{n_nan} NaN and {n_inf} inf written by the kernel")
+    if never:
+        parts.append(never)
     return "; ".join(parts)
+
+
+def vector_evidence(
+    got: np.ndarray, want: np.ndarray, tol: Tol, key: str, unwritten: np.ndarray | None = None
+) -> str | None:
+    """None when the per-token vector ``got`` is close to ``want``, else the first bad token."""
+    bad = bad_mask(got, want, tol)
+    if not bad.any():
+        return None
+    never = _unwritten_evidence(unwritten, got.shape[0], "token")
+    if never and unwritten.all():
+        return f"{key}: {never}"
+    t = int(np.flatnonzero(bad)[0])
+    extra = " (never written)" if unwritten is not None and unwritten[t] else ""
+    return (
+        f"{key} wrong for {int(bad.sum())} of {bad.size} tokens; first at token {t}: "
+        f"got {got[t]:.6g}, expected {want[t]:.6g}{extra}"
+    )

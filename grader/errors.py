@@ -73,8 +73,14 @@ def advice(text: str) -> str | None:
     return None
 
 
+class NotLaunched(RuntimeError):
+    """The kernel object was called, but no launch reached Triton."""
+
+
 def explain(exc: BaseException, file: str) -> str:
     name = type(exc).__name__
+    if isinstance(exc, NotLaunched):
+        return f"{exc}: a kernel must run as Triton code, not compute its answer in Python"
     if isinstance(exc, SystemExit):
         return f"the file called sys.exit({exc.code!r})"
     if isinstance(exc, KeyboardInterrupt):

@@ -1,41 +1,22 @@
-"""What a check feeds a kernel: the Case record and deterministic input builders.
+"""Deterministic input builders for the specs' cases: ordinary ones, and the hostile ones that
+only a right kernel survives (maxima that fall by 100 between key blocks, rows whose every
+score is below -100, future keys 100 above the visible ones inside one tile, one dominant
+logit).
 
-Shared by the hidden cases (grader/cases.py) and the public ones (grader/public.py).
+Every builder draws from its own seeded generator, so a case is the same numbers everywhere.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
-
-ATTENTION, GATING = "attention", "gating"
-FAST_ATTENTION, FAST_GATING = "fast_attention", "fast_gating"  # the performance track
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    kind: str  # ATTENTION or GATING
-    about: str  # what a student reads in a failure message
-    inputs: dict[str, np.ndarray]
-    layout: dict[str, str] = field(default_factory=dict)  # input -> "transposed" | "sliced"
-    block_m: int = 16
-    block_n: int = 16
-    dtype: str | None = None  # cast inputs to this torch dtype on the device ("bfloat16", ...)
-    causal: bool = False  # for FAST_ATTENTION
-
-    def job(self) -> dict:
-        """What the launcher needs to run this case (plain data, picklable)."""
-        return {
-            "name": self.name, "kind": self.kind, "inputs": self.inputs,
-            "layout": self.layout, "block_m": self.block_m, "block_n": self.block_n,
-            "dtype": self.dtype, "causal": self.causal,
-        }  # fmt: skip
 
 
 def rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed)
+
+
+def _f32(**arrays) -> dict[str, np.ndarray]:
+    return {name: np.asarray(a, np.float32) for name, a in arrays.items()}
 
 
 def qkv(seed, M, N, D, dtype=np.float32, magnitude=1.0):
@@ -46,19 +27,57 @@ def qkv(seed, M, N, D, dtype=np.float32, magnitude=1.0):
     return {"q": (q * s).astype(dtype), "k": (k * s).astype(dtype), "v": v.astype(dtype)}
 
 
+def _with_scores(seed, M, N, D, shift_q, shift_k):
+    """q, k whose first coordinate adds ``shift_q[i] * shift_k[j]`` to score (i, j), over small
+    random scores from the other coordinates (D >= 2)."""
+    r = rng(seed)
+    q = 0.5 * r.standard_normal((M, D))
+    k = 0.5 * r.standard_normal((N, D))
+    q[:, 0] = shift_q
+    k[:, 0] = np.asarray(shift_k) * np.sqrt(D)  # the kernel multiplies by 1/sqrt(D)
+    return _f32(q=q, k=k, v=r.standard_normal((N, D)))
+
+
 def growing(seed, M, N, D, block_n):
     """Keys whose scores rise by ~3 per key block for every query row, so each block raises
     the running maximum and alpha = exp(m_old - m_new) is far from 1."""
-    r = rng(seed)
-    q = np.abs(r.standard_normal((M, D))) + 0.5  # positive, so a positive key shift raises all
-    k = 0.5 * r.standard_normal((N, D))
-    k += (np.arange(N) // block_n)[:, None] * (3.0 * np.sqrt(D) / (q.sum(axis=1).mean()))
-    v = r.standard_normal((N, D))
-    return {"q": q.astype(np.float32), "k": k.astype(np.float32), "v": v.astype(np.float32)}
+    return _with_scores(seed, M, N, D, np.ones(M), 3.0 * (np.arange(N) // block_n))
+
+
+def falling(seed, M, N, D, block_n, drop=120.0):
+    """For every even row, the first key block scores ``drop`` above every later one: that
+    row's maximum falls by more than 100 from the first tile to the next. Odd rows are
+    ordinary."""
+    rows = (np.arange(M) % 2 == 0).astype(float)
+    return _with_scores(seed, M, N, D, rows, np.where(np.arange(N) < block_n, drop, 0.0))
+
+
+def all_low(seed, M, N, D, level=-150.0):
+    """Every score of every even row lies near ``level`` (far below -100); odd rows are
+    ordinary."""
+    rows = (np.arange(M) % 2 == 0).astype(float)
+    return _with_scores(seed, M, N, D, rows, np.full(N, level))
+
+
+def future_high(seed, M, N, D, slope=8.0):
+    """Scores climb by ``slope`` per key position, for every row: inside one 16-key tile, the
+    future keys of a row score up to 120 above its own key, the visible ones well below."""
+    return _with_scores(seed, M, N, D, np.ones(M), slope * np.arange(N))
 
 
 def logits(seed, M, E, shift=0.0, scale=1.0):
     return {"logits": (rng(seed).standard_normal((M, E)) * scale + shift).astype(np.float32)}
+
+
+def dominant(seed, M, E, gap=200.0, shift=-8.0):
+    """One logit per token beats the rest by ``gap``: in float32 the other probabilities all
+    underflow to 0. Half the tokens have it at expert 0, the rest at a random expert; the other
+    logits sit around ``shift`` (below 0)."""
+    r = rng(seed)
+    x = r.standard_normal((M, E)) + shift
+    top = np.where(np.arange(M) % 2 == 0, 0, r.integers(0, E, M))
+    x[np.arange(M), top] = x.max(axis=1) + gap
+    return _f32(logits=x)
 
 
 def ties(E):

@@ -1,12 +1,14 @@
 """The only process that runs student code: import the submission, launch its kernel on the
-grader's inputs through the grader's own launch helpers, and save the raw outputs.
+grader's cases through the exercise's interface, and save the raw outputs.
 
     python -m grader.launcher WORKDIR
 
-reads ``WORKDIR/job.pkl`` (written by the checks' process) and writes, per case,
-``WORKDIR/out/<i>.npz`` or ``WORKDIR/out/<i>.error.json``, plus ``WORKDIR/out/status.json`` once
-the submission has loaded. Nothing here compares anything: a submission that patches torch or
-numpy only fools itself.
+reads ``WORKDIR/job.pkl`` (written by the checks' process: the exercise, the file, the cases,
+the shapes to time) and writes, per case, ``WORKDIR/out/<i>.npz`` (each output, and for each a
+``<name>.unwritten`` mask of the elements still holding the poison) or ``<i>.error.json``;
+``status.json`` once the submission has loaded and again at the end; ``timing.json`` for the
+performance track on a GPU. Nothing here compares anything: a submission that patches torch
+or numpy only fools itself.
 """
 
 from __future__ import annotations
@@ -25,27 +27,65 @@ def _write_json(path: Path, data: dict) -> None:
     tmp.replace(path)
 
 
-def describe_exception(exc: BaseException, file: str) -> str:
-    """One line a student can act on; names the line of their file where one is known."""
-    from grader import errors
+class Watch:
+    """Counts launches that reach Triton, and the tl.dot shapes the interpreter runs. Installed
+    before the submission is imported; ``intact`` tells whether the submission replaced it."""
 
-    return errors.explain(exc, file)
+    def __init__(self, interpreter: bool):
+        from triton.runtime.autotuner import Autotuner, Heuristics
+        from triton.runtime.jit import JITFunction
+
+        self.launches = 0
+        self.dot_k: set[int] = set()
+        launchable = [JITFunction]
+        if interpreter:
+            from triton.runtime import interpreter as interp
+
+            launchable.append(interp.InterpretedFunction)
+            self._wrap(interp.InterpreterBuilder, "create_dot", self._saw_dot)
+        self.kernel_types = (*launchable, Autotuner, Heuristics)
+        self._wrapped = [self._wrap(cls, "run", self._saw_launch) for cls in launchable]
+
+    def _wrap(self, cls, name, note):
+        original = cls.__dict__[name]
+
+        def wrapper(*args, **kwargs):
+            note(*args, **kwargs)
+            return original(*args, **kwargs)
+
+        setattr(cls, name, wrapper)
+        return cls, name, wrapper
+
+    def _saw_launch(self, *args, warmup=False, **kwargs):
+        if not warmup:
+            self.launches += 1
+
+    def _saw_dot(self, builder, a, b, *rest, **kwargs):
+        self.dot_k.add(int(a.data.shape[-1]))
+
+    def intact(self) -> bool:
+        return all(cls.__dict__.get(name) is wrapper for cls, name, wrapper in self._wrapped)
 
 
-def _kernel_problem(module, exercise) -> str | None:
-    import triton  # noqa: F401
-
+def kernel_problem(module, exercise, watch: Watch) -> str | None:
+    """Why ``module``'s kernel cannot be graded, or None."""
     name = exercise.kernel
     fn = getattr(module, name, None)
     if fn is None:
         return f"the file defines no `{name}`: the grader launches that kernel by name"
-    if not hasattr(fn, "fn") or not hasattr(fn, "__getitem__"):
-        kind = "a plain Python function" if inspect.isfunction(fn) else type(fn).__name__
-        return f"`{name}` is {kind}, not a Triton kernel: decorate it with @triton.jit"
-    inner = fn
-    while not inspect.isfunction(inner) and hasattr(inner, "fn"):  # Autotuner -> JIT -> def
-        inner = inner.fn
-    params = tuple(inspect.signature(inner).parameters)
+    layer = fn
+    while not inspect.isfunction(layer) or layer is fn:
+        if type(layer) not in watch.kernel_types:
+            kind = "a plain Python function" if layer is fn and inspect.isfunction(fn) else (
+                f"a {type(layer).__name__} object")  # fmt: skip
+            return (f"`{name}` is {kind}, not a Triton kernel: the grader launches it as "
+                    "Triton code, so decorate it with @triton.jit")  # fmt: skip
+        if {"run", "__getitem__"} & set(vars(layer)):
+            return f"`{name}` replaces Triton's launch with its own: not a Triton kernel"
+        layer = layer.fn
+    if not watch.intact():
+        return "the file replaced Triton's launch machinery: its kernels cannot be graded"
+    params = tuple(inspect.signature(layer).parameters)
     if params != exercise.params:
         return (
             f"`{name}` has the wrong parameters; the chapter's interface is "
@@ -54,52 +94,15 @@ def _kernel_problem(module, exercise) -> str | None:
     return None
 
 
-def _tensor(torch, array, layout: str | None, device: str):
-    """Put a NumPy array on the device with the requested memory layout."""
-    t = torch.from_numpy(array)
-    if layout == "transposed":  # column-major: strides (1, rows)
-        return t.t().contiguous().to(device).t()
-    if layout == "sliced":  # every other column of a wider tensor: strides (2 * cols, 2)
-        buf = torch.zeros(t.shape[0], 2 * t.shape[1], dtype=t.dtype, device=device)
-        buf[:, ::2] = t.to(device)
-        return buf[:, ::2]
-    if layout == "row-sliced":  # every other row: strides (2 * cols, 1)
-        buf = torch.zeros(2 * t.shape[0], t.shape[1], dtype=t.dtype, device=device)
-        buf[::2] = t.to(device)
-        return buf[::2]
-    return t.to(device)
-
-
-def _run_case(torch, launchers: dict, kernel, case: dict, device: str) -> dict:
-    ins = {k: _tensor(torch, a, case["layout"].get(k), device) for k, a in case["inputs"].items()}
-    if case.get("dtype"):
-        ins = {k: v.to(getattr(torch, case["dtype"])) for k, v in ins.items()}
-    nan = float("nan")
-    if case["kind"] == "fast_attention":
-        out = torch.full_like(ins["q"], nan)
-        launchers["fast_attention"](
-            kernel, ins["q"], ins["k"], ins["v"], causal=case["causal"], out=out
-        )
-        result = {"out": out.float()}
-    elif case["kind"] == "attention":
-        M, D = ins["q"].shape
-        # Poisoned output: a kernel that writes nothing leaves NaN behind.
-        out = torch.full((M, D), nan, dtype=torch.float32, device=device)
-        launchers["attention"](
-            kernel, ins["q"], ins["k"], ins["v"],
-            block_m=case["block_m"], block_n=case["block_n"], out=out,
-        )  # fmt: skip
-        result = {"out": out}
-    else:
-        M = ins["logits"].shape[0]
-        w0, w1 = (torch.full((M,), nan, dtype=torch.float32, device=device) for _ in "01")
-        i0, i1 = (torch.full((M,), -1, dtype=torch.int32, device=device) for _ in "01")
-        launch = launchers["fast_gating" if case["kind"] == "fast_gating" else "gating"]
-        launch(kernel, ins["logits"], out=(w0, w1, i0, i1))
-        result = {"w0": w0, "w1": w1, "idx0": i0, "idx1": i1}
-    if device == "cuda":
-        torch.cuda.synchronize()
-    return {k: v.cpu().numpy() for k, v in result.items()}
+def _arrays(torch, interfaces, outputs: dict) -> dict:
+    """Each output as float32 / int32 NumPy, with its unwritten mask."""
+    found = {}
+    for key, tensor in outputs.items():
+        found[f"{key}.unwritten"] = interfaces.unwritten(torch, tensor).cpu().numpy()
+        if tensor.dtype in (torch.float16, torch.bfloat16):
+            tensor = tensor.float()
+        found[key] = tensor.cpu().numpy()
+    return found
 
 
 def main(workdir: str) -> int:
@@ -115,24 +118,22 @@ def main(workdir: str) -> int:
     import numpy as np
     import torch
 
-    from kata import catalogue, host
+    from grader import errors, timing
+    from kata import catalogue, host, interfaces  # noqa: F401  (host: bound before the file)
 
-    launchers = {
-        "attention": host.launch_attention, "gating": host.launch_gating,
-        "fast_attention": host.launch_fast_attention, "fast_gating": host.launch_fast_gating,
-    }  # fmt: skip
     save = np.savez
-
-    exercise = catalogue.find(job["exercise"])
+    watch = Watch(runtime.INTERPRETER)
+    exercise = catalogue.find(job["stem"])
+    interface = interfaces.get(exercise.interface)
     file = job["file"]
-    status = {"backend": runtime.describe(), "loaded": False}
+    status = {"backend": runtime.describe(), "loaded": False, "warnings": []}
     try:
         module = catalogue.load_file(file)
     except BaseException as exc:  # SyntaxError, any exception, sys.exit(), KeyboardInterrupt
-        status["error"] = "the file failed to import: " + describe_exception(exc, file)
+        status["error"] = "the file failed to import: " + errors.explain(exc, file)
         _write_json(out / "status.json", status)
         return 0
-    problem = _kernel_problem(module, exercise)
+    problem = kernel_problem(module, exercise, watch)
     status.update(loaded=problem is None, error=problem)
     _write_json(out / "status.json", status)
     if problem:
@@ -140,26 +141,39 @@ def main(workdir: str) -> int:
 
     kernel = getattr(module, exercise.kernel)
     for i, case in enumerate(job["cases"]):
+        before = watch.launches
         try:
-            arrays = _run_case(torch, launchers, kernel, case, runtime.DEVICE)
+            outputs = interface.launch(torch, kernel, case, runtime.DEVICE)
+            if runtime.DEVICE == "cuda":
+                torch.cuda.synchronize()
+            if watch.launches == before:
+                raise errors.NotLaunched(f"`{exercise.kernel}` never reached a Triton launch")
+            arrays = _arrays(torch, interfaces, outputs)
         except BaseException as exc:
-            message = describe_exception(exc, file)
+            message = errors.explain(exc, file)
             fatal = runtime.DEVICE == "cuda" and "CUDA" in f"{type(exc).__name__} {exc}"
-            _write_json(out / f"{i}.error.json", {"message": message, "fatal": fatal,
-                                                 "trace": traceback.format_exc()[-4000:]})  # fmt: skip
+            _write_json(out / f"{i}.error.json", {
+                "message": f"case {case.name} ({case.about}): {message}", "fatal": fatal,
+                "trace": traceback.format_exc()[-4000:],
+            })  # fmt: skip
             if fatal:  # the CUDA context is poisoned; every later launch would fail the same way
-                return 0
+                break
             continue
         with open(out / f"{i}.tmp.npz", "wb") as fh:
             save(fh, **arrays)
         (out / f"{i}.tmp.npz").replace(out / f"{i}.npz")
+    small = sorted(k for k in watch.dot_k if k < runtime.MIN_DOT_BLOCK)
+    if small:
+        status["warnings"].append(
+            f"tl.dot ran with an inner (K) dimension of {small[0]}: it works in the "
+            f"interpreter, but a compiled tl.dot needs K >= {runtime.MIN_DOT_BLOCK} (Triton 3.6, H200)"
+        )
+    _write_json(out / "status.json", status)
     if job.get("timing") and runtime.DEVICE == "cuda":
-        from grader import timing
-
         try:
-            result = timing.measure(exercise.stem, kernel, launchers, torch)
+            result = timing.measure(interface, job["timing"], kernel, torch)
         except BaseException as exc:
-            result = {"timed": False, "reason": "timing failed: " + describe_exception(exc, file)}
+            result = {"timed": False, "reason": "timing failed: " + errors.explain(exc, file)}
         _write_json(out / "timing.json", result)
     return 0
 

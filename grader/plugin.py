@@ -1,29 +1,22 @@
-"""pytest plugin for the hidden checks: runs the submission once per exercise in a separate,
-time-limited process (grader.launcher), then lets each check compare its outputs here.
+"""pytest plugin for the checks of one exercise: runs the submission once, in a separate,
+time-limited process (grader.launcher), then lets each check judge its outputs here.
 
-Loaded explicitly (``-p grader.plugin``) by the runner; never from the target folder.
+Loaded explicitly (``-p grader.plugin``) by the runner; never from the target folder. What the
+runner reads back travels in one channel, pytest-json-report's file: each test's metadata (the
+check's verdict) and, under the key ``kata``, what the launch did (status, output, timing).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import pickle
-import signal
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from grader import checkset
-from grader.checking import CheckFailed, GraderError, SubmissionError
-
-ROOT = Path(__file__).resolve().parents[1]
-OUTPUT_LIMIT = 4096  # bytes of the submission's output kept at each end
+from grader import checking, process, specs
+from grader.model import Output
 
 
 def pytest_addoption(parser):
@@ -32,74 +25,46 @@ def pytest_addoption(parser):
     group.addoption("--kata-file", required=True, help="the submission's file")
     group.addoption("--kata-workdir", required=True, help="scratch folder for this exercise")
     group.addoption("--kata-timeout", type=float, default=120.0, help="seconds for the launcher")
+    group.addoption("--kata-checkset", choices=specs.CHECKSETS, help="hidden or public checks")
+
+
+def _spec(config) -> specs.Spec:
+    return specs.load(config.getoption("--kata-exercise"), config.getoption("--kata-checkset"))
 
 
 def pytest_generate_tests(metafunc):
     if "check" in metafunc.fixturenames:
-        stem = metafunc.config.getoption("--kata-exercise")
-        checks = checkset.checks_for(stem)
+        checks = _spec(metafunc.config).checks
         metafunc.parametrize("check", checks, ids=[c.id for c in checks])
 
 
-class _Tail:
-    """Keeps the head and tail of a stream that may be flooded, and counts the rest."""
-
-    def __init__(self, stream):
-        self.head, self.tail, self.total = b"", b"", 0
-        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _pump(self, stream):
-        for chunk in iter(lambda: stream.read(65536), b""):
-            self.total += len(chunk)
-            if len(self.head) < OUTPUT_LIMIT:
-                self.head += chunk[: OUTPUT_LIMIT - len(self.head)]
-            self.tail = (self.tail + chunk)[-OUTPUT_LIMIT:]
-
-    def text(self) -> str:
-        self._thread.join(timeout=5)
-        if self.total <= 2 * OUTPUT_LIMIT:
-            body = self.head + self.tail[max(0, len(self.head) + len(self.tail) - self.total) :]
-            return body.decode(errors="replace")
-        skipped = self.total - 2 * OUTPUT_LIMIT
-        return (
-            self.head.decode(errors="replace")
-            + f"\n[... {skipped} bytes of output left out ...]\n"
-            + self.tail.decode(errors="replace")
-        )
-
-
 class Submission:
-    """One exercise's submission, run lazily (once) on all of that exercise's cases."""
+    """One exercise's submission, run lazily (once) on all the cases its checks use."""
 
     def __init__(self, config):
-        self.stem = config.getoption("--kata-exercise")
+        self.spec = _spec(config)
         self.file = Path(config.getoption("--kata-file"))
         self.work = Path(config.getoption("--kata-workdir"))
         self.timeout = config.getoption("--kata-timeout")
-        self.cases = checkset.cases_for(self.stem)
-        self._order = list(self.cases)
+        self._order = list(self.spec.cases)
         self._ran = False
         self.info: dict = {"output": "", "status": None}
+        self.verdicts: dict[str, str] = {}  # check id -> status, in the order checks ran
 
-    def case(self, name: str):
-        return self.cases[name]
-
-    def output(self, name: str) -> dict[str, np.ndarray]:
+    def output(self, name: str) -> Output:
         self._run()
         if self.info.get("error"):
-            raise SubmissionError(self.info["error"])
+            raise checking.SubmissionError(self.info["error"])
         i = self._order.index(name)
-        result = self.work / "out" / f"{i}.npz"
-        error = self.work / "out" / f"{i}.error.json"
+        result, error = self.work / "out" / f"{i}.npz", self.work / "out" / f"{i}.error.json"
         if result.exists():
             with np.load(result) as data:
                 return {k: data[k] for k in data.files}
         if error.exists():
-            raise SubmissionError(json.loads(error.read_text())["message"])
-        raise SubmissionError(
-            self.info.get("stopped") or "the kernel produced no output for this case"
-        )
+            raise checking.SubmissionError(json.loads(error.read_text())["message"])
+        case = self.spec.cases[name]
+        stopped = self.info.get("stopped") or "the kernel produced no output"
+        raise checking.SubmissionError(f"case {name} ({case.about}): {stopped}")
 
     def _run(self) -> None:
         if self._ran:
@@ -108,63 +73,39 @@ class Submission:
         if not self.file.is_file():
             self.info["error"] = f"{self.file.name} not found in {self.file.parent}"
             return
-        self.work.mkdir(parents=True, exist_ok=True)
-        from kata.catalogue import find
+        self._launch()
+        self._read_back()
 
-        job = {"exercise": self.stem, "file": str(self.file.resolve()),
-               "cases": [self.cases[n].job() for n in self._order],
-               "timing": find(self.stem).track == "performance"}  # fmt: skip
+    def _launch(self) -> None:
+        """Write the job, run the launcher in its scratch folder, keep what it printed."""
+        (self.work / "out").mkdir(parents=True, exist_ok=True)
+        job = {"stem": self.spec.exercise.stem, "file": str(self.file.resolve()),
+               "cases": [self.spec.cases[n] for n in self._order],
+               "timing": list(self.spec.timing)}  # fmt: skip
         (self.work / "job.pkl").write_bytes(pickle.dumps(job))
         scratch = self.work / "cwd"
         scratch.mkdir(exist_ok=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(
-            os.pathsep
+        done = process.run(process.python("-m", "grader.launcher", str(self.work)), cwd=scratch,
+                           env=process.child_env(), timeout=self.timeout)  # fmt: skip
+        self.info.update(seconds=done.seconds, output=done.output, output_bytes=done.output_bytes)
+        self._stopped = done.stopped(self.timeout)
+
+    def _read_back(self) -> None:
+        """What the launcher wrote: its status, warnings, timing; and why it stopped early."""
+        out = self.work / "out"
+        if (out / "timing.json").exists():
+            self.info["timing"] = json.loads((out / "timing.json").read_text())
+        status = (
+            json.loads((out / "status.json").read_text())
+            if (out / "status.json").exists()
+            else None
         )
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        start = time.monotonic()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "grader.launcher", str(self.work)],
-            cwd=scratch, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-        captured = _Tail(proc.stdout)
-        try:
-            code = proc.wait(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            code = None
-        finally:
-            try:  # the submission may have left children behind
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            proc.wait()
-        self.info["seconds"] = round(time.monotonic() - start, 2)
-        self.info["output"] = captured.text()
-        self.info["output_bytes"] = captured.total
-        timing_file = self.work / "out" / "timing.json"
-        if timing_file.exists():
-            self.info["timing"] = json.loads(timing_file.read_text())
-        status_file = self.work / "out" / "status.json"
-        status = json.loads(status_file.read_text()) if status_file.exists() else None
         self.info["status"] = status
-        if code is None:
-            stopped = f"stopped after {self.timeout:.0f} s (an endless loop, or a kernel that never finishes?)"
-        elif code is not None and code < 0:
-            name = (
-                signal.Signals(-code).name
-                if -code in signal.Signals._value2member_map_
-                else str(-code)
-            )
-            stopped = f"the submission's process was killed by {name}" + (
-                " (a load or store outside its tensor? check the masks)"
-                if name in ("SIGSEGV", "SIGBUS")
-                else ""
-            )
-        elif code != 0:
-            stopped = f"the submission's process exited with code {code} (os._exit, a crash, or a fatal signal)"
-        else:
-            stopped = None
+        self.info["warnings"] = (status or {}).get("warnings", [])
+        stopped = (
+            self._stopped
+            and f"the submission's process {self._stopped.removeprefix('the process ')}"
+        )
         if status is None:
             self.info["error"] = stopped or (
                 "the submission's process exited with code 0 while importing the file "
@@ -175,23 +116,19 @@ class Submission:
         elif stopped:
             self.info["stopped"] = stopped
 
-    def write_info(self) -> None:
-        self.work.mkdir(parents=True, exist_ok=True)
-        (self.work / "launch.json").write_text(json.dumps(self.info))
-
 
 @pytest.fixture(scope="session")
 def submission(request):
     sub = Submission(request.config)
-    yield sub
-    sub.write_info()
+    request.config._kata_submission = sub
+    return sub
 
 
 def pytest_json_runtest_metadata(item, call):
     check = item.callspec.params.get("check") if hasattr(item, "callspec") else None
     if check is None:
         return {}
-    meta = {"check": check.id, "points_possible": check.points, "todo": check.todo}
+    meta = {"check": check.id}
     if call.when == "teardown":
         return meta
     if call.excinfo is None:
@@ -199,13 +136,28 @@ def pytest_json_runtest_metadata(item, call):
             meta.update(status="passed", message="")
         return meta
     exc = call.excinfo.value
-    if isinstance(exc, CheckFailed):
+    if isinstance(exc, checking.CheckFailed):
         meta.update(status="failed", trap=exc.trap, message=exc.message)
-    elif isinstance(exc, SubmissionError):
+    elif isinstance(exc, checking.CheckBlocked):
+        meta.update(status="blocked", trap=exc.trap, message=exc.message)
+    elif isinstance(exc, checking.SubmissionError):
         meta.update(status="error", trap=None, message=str(exc))
-    elif isinstance(exc, GraderError):
+    elif isinstance(exc, checking.GraderError):
         meta.update(status="error", trap=None, message=str(exc), grader_fault=True)
     else:
         meta.update(status="error", trap=None, grader_fault=True,
                     message=f"grader error: {type(exc).__name__}: {exc}")  # fmt: skip
     return meta
+
+
+_CONFIG: dict = {}
+
+
+def pytest_configure(config):
+    _CONFIG["config"] = config
+
+
+def pytest_json_modifyreport(json_report):
+    """The launch's record rides in the same file as the checks' verdicts."""
+    sub = getattr(_CONFIG.get("config"), "_kata_submission", None)
+    json_report["kata"] = sub.info if sub is not None else {"status": None, "output": ""}

@@ -1,6 +1,7 @@
 """The score report: result dataclasses, versioned JSON, and Gradescope's results.json.
 
-The schema is documented in docs/report-schema.md; bump SCHEMA_VERSION on any change to it.
+The contract is ``docs/report.schema.json`` (JSON Schema), explained in docs/report-schema.md;
+bump SCHEMA_VERSION on any change to it.
 """
 
 from __future__ import annotations
@@ -9,31 +10,39 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-SCHEMA_VERSION = "1.1"  # 1.1: `checkset`; optional `performance` (performance track)
-STATUSES = ("passed", "failed", "error")
+SCHEMA_VERSION = "2.0"  # 2.0: check todo/hidden, status "blocked", integrity, warnings, track
+STATUSES = ("passed", "failed", "blocked", "error")
 
 
 @dataclass
 class CheckResult:
     id: str
-    status: str  # passed | failed | error
+    todo: str | None  # None: a 0-point note about given code
+    status: str  # passed | failed | blocked | error
     points: int
     max_points: int
     trap: str | None
     message: str
-    todo: str
+    hidden: bool = True
+
+    @property
+    def note(self) -> bool:
+        return self.todo is None
 
 
 @dataclass
 class ExerciseResult:
     id: str  # the file stem
     file: str
+    track: str
     score: int
     max_score: int
     checks: list[CheckResult]
     duration_s: float = 0.0
-    output: str = ""  # what the submission printed, truncated
+    output: str = ""  # what the submission printed, cut to its head and tail
     error: str | None = None  # why no check could run, when that is the case
+    integrity: dict | None = None  # {"ok", "lines", "diff", "strict_zeroed"}; None: no file
+    warnings: list[str] = field(default_factory=list)
     performance: dict | None = None  # performance track only: timings, speedups, points
 
     @property
@@ -49,6 +58,7 @@ class Report:
     exercises: list[ExerciseResult]
     duration_s: float
     checkset: str = "hidden"  # "hidden" (the instructor's checks) or "public" (the handout's)
+    strict: bool = False  # exercises edited outside their TODO regions score 0
     schema_version: str = SCHEMA_VERSION
     score: int = field(init=False)
     max_score: int = field(init=False)
@@ -64,7 +74,7 @@ class Report:
         for ex in data["exercises"]:
             if ex["performance"] is None:
                 del ex["performance"]
-        order = ["schema_version", "target", "device", "versions", "checkset", "score",
+        order = ["schema_version", "target", "device", "versions", "checkset", "strict", "score",
                  "max_score", "duration_s", "traps", "exercises"]  # fmt: skip
         report = {key: data[key] for key in order}
         timed = {e.id: e.performance for e in self.exercises if e.performance is not None}
@@ -81,26 +91,36 @@ class Report:
         path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
 
     def gradescope(self) -> dict:
-        """Gradescope's autograder results.json (one test per check)."""
+        """Gradescope's autograder results.json: one test per check, markdown text."""
         tests = []
         for ex in self.exercises:
             for c in ex.checks:
                 lines = [c.message] if c.message else []
                 if c.trap:
-                    lines.insert(0, f"trap: {c.trap}")
+                    lines.insert(0, f"**trap: `{c.trap}`**")
+                if c.status == "blocked":
+                    lines.insert(0, "*not judged yet*")
                 tests.append({
-                    "name": f"{ex.id}: {c.id}",
+                    "name": f"{ex.id}: {c.id}" + (" (note, no points)" if c.note else ""),
                     "score": c.points,
                     "max_score": c.max_points,
                     "status": "passed" if c.status == "passed" else "failed",
-                    "output": "\n".join(lines),
+                    "output": "\n\n".join(lines),
+                    "output_format": "md",
                     "visibility": "visible",
                 })  # fmt: skip
         found = ", ".join(self.traps) or "none"
+        lines = [f"{self.score}/{self.max_score} on {self.device}; traps found: {found}"]
+        for ex in self.exercises:
+            if ex.integrity and not ex.integrity["ok"]:
+                zeroed = " (scored 0: strict grading)" if ex.integrity.get("strict_zeroed") else ""
+                lines.append(f"{ex.id}: changed outside its TODO regions{zeroed}, skeleton "
+                             f"line(s) {', '.join(map(str, ex.integrity['lines']))}")  # fmt: skip
         return {
             "score": self.score,
             "execution_time": round(self.duration_s, 2),
-            "output": f"{self.score}/{self.max_score} on {self.device}; traps found: {found}",
+            "output": "\n\n".join(lines),
+            "output_format": "md",
             "tests": tests,
         }
 

@@ -1,27 +1,37 @@
-"""Grade a target folder: one time-limited pytest process per exercise, results read back from
-pytest-json-report's raw report and turned into ``ExerciseResult``s.
+"""Grade a target folder: one time-limited pytest process per exercise, its verdicts and launch
+record read back from pytest-json-report's file and turned into ``ExerciseResult``s.
 
-Only this (parent) process writes the score report. The per-exercise pytest process compares
-outputs; the submission's code runs one level further down, in grader.launcher.
+The protocol, in one place:
+
+1. Here (the parent): read the submission's text; compare it with the frozen skeleton
+   (integrity) and scan its kernels for what only the interpreter accepts (warnings). No
+   student code runs here.
+2. ``python -m pytest grader/checks/test_checks.py -p grader.plugin`` (``grader.process`` sets
+   its environment and kills it at the time limit): one test per check of the exercise's spec.
+3. The plugin starts ``python -m grader.launcher`` once, the only process that imports the
+   submission; it writes each case's outputs (or error) to the scratch folder.
+4. Each check judges those outputs; the plugin writes every verdict, and the launch record under
+   the key ``kata``, into ``pytest.json``, the one file this module reads back.
+
+Only this process writes the score report.
 """
 
 from __future__ import annotations
 
+import ast
 import json
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from grader import checkset, timing
+from grader import process, specs, timing
 from grader.report import CheckResult, ExerciseResult
+from kata import skeletons
 from kata.catalogue import Exercise
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = process.ROOT
 CHECKS = ROOT / "grader" / "checks"
 
 
@@ -33,93 +43,121 @@ def default_timeout(backend: str, ex: Exercise | None = None) -> float:
     return 90.0 if backend == "cuda" else 180.0
 
 
-def _pytest_command(ex: Exercise, file: Path, work: Path, timeout: float) -> list[str]:
-    return [
-        sys.executable, "-m", "pytest", str(CHECKS / "test_checks.py"),
+def _pytest_command(ex: Exercise, file: Path, work: Path, timeout: float, checkset: str):
+    return process.python(
+        "-m", "pytest", str(CHECKS / "test_checks.py"),
         "-c", str(CHECKS / "pytest.ini"), "--rootdir", str(CHECKS), "--noconftest",
         "-p", "grader.plugin", "-p", "pytest_jsonreport.plugin",
         "--json-report", f"--json-report-file={work / 'pytest.json'}",
         "--json-report-omit", "log", "streams",
-        "--kata-exercise", ex.stem, "--kata-file", str(file),
+        "--kata-exercise", ex.stem, "--kata-file", str(file), "--kata-checkset", checkset,
         "--kata-workdir", str(work), "--kata-timeout", str(timeout),
         "-q", "--no-header", "-p", "no:warnings",
-    ]  # fmt: skip
+    )  # fmt: skip
 
 
-def _zero(ex: Exercise, file: Path, message: str, status: str = "error") -> ExerciseResult:
-    checks = [
-        CheckResult(c.id, status, 0, c.points, None, message, c.todo)
-        for c in checkset.checks_for(ex.stem)
-    ]
-    return ExerciseResult(ex.stem, str(file), 0, checkset.max_score(ex.stem), checks, error=message)
+def interpreter_only(text: str) -> list[str]:
+    """Warnings for what the interpreter runs and the compiler rejects: `continue` and `break`
+    inside a Triton kernel (UnsupportedLanguageConstruct on Triton 3.6)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    found = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        marks = [ast.unparse(d) for d in fn.decorator_list]
+        if not any("jit" in m or "autotune" in m for m in marks):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, (ast.Continue, ast.Break)):
+                word = "continue" if isinstance(node, ast.Continue) else "break"
+                found.append(
+                    f"`{word}` at line {node.lineno} (in {fn.name}) runs in the interpreter but "
+                    "does not compile on a GPU: bound the loop instead"
+                )
+    return found
 
 
-def _from_pytest(ex: Exercise, file: Path, raw: dict) -> list[CheckResult]:
+def _results(spec: specs.Spec, raw: dict) -> list[CheckResult]:
     by_id = {}
     for test in raw.get("tests", []):
         meta = test.get("metadata") or {}
         if "check" in meta:
             by_id[meta["check"]] = meta
     results = []
-    for c in checkset.checks_for(ex.stem):
-        meta = by_id.get(c.id)
-        if meta is None or "status" not in meta:
-            results.append(CheckResult(c.id, "error", 0, c.points, None,
-                                       "the grader could not run this check", c.todo))  # fmt: skip
-            continue
-        status = meta["status"]
-        points = c.points if status == "passed" else 0
-        results.append(CheckResult(c.id, status, points, c.points, meta.get("trap"),
-                                   meta.get("message", ""), c.todo))  # fmt: skip
+    for c in spec.checks:
+        meta = by_id.get(c.id) or {}
+        status = meta.get("status", "error")
+        message = meta.get("message", "the grader could not run this check")
+        results.append(CheckResult(
+            id=c.id, todo=c.todo, status=status, points=c.points if status == "passed" else 0,
+            max_points=c.points, trap=meta.get("trap"), message=message, hidden=c.hidden,
+        ))  # fmt: skip
     return results
 
 
+def _zero(spec: specs.Spec, file: Path, message: str, **extra) -> ExerciseResult:
+    checks = [CheckResult(id=c.id, todo=c.todo, status="error", points=0, max_points=c.points,
+                          trap=None, message=message, hidden=c.hidden) for c in spec.checks]  # fmt: skip
+    return ExerciseResult(spec.exercise.stem, str(file), spec.exercise.track, 0, spec.max_score,
+                          checks, error=message, **extra)  # fmt: skip
+
+
+def _run_checks(spec: specs.Spec, file: Path, backend: str, report_dir: Path,
+                timeout: float) -> tuple[dict | None, str]:  # fmt: skip
+    """Run the exercise's pytest process; (its report, or None, and its last output)."""
+    with tempfile.TemporaryDirectory(prefix=f"kata-{spec.exercise.number}-") as tmp:
+        work = Path(tmp)
+        env = process.child_env(
+            PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", KATA_DEVICE=backend,
+            # The tolerances assume IEEE fp32 dots; an inherited TF32 setting must not apply.
+            TRITON_F32_DEFAULT="ieee",
+        )  # fmt: skip
+        cmd = _pytest_command(spec.exercise, file, work, timeout, spec.checkset)
+        done = process.run(cmd, cwd=ROOT, env=env, timeout=timeout + 120)
+        raw_path = work / "pytest.json"
+        if not raw_path.exists():
+            return None, done.output[-2000:]
+        kept = report_dir / "pytest" / f"{spec.exercise.stem}.json"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(raw_path, kept)
+        return json.loads(raw_path.read_text()), ""
+
+
 def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path,
-                   timeout: float | None = None) -> ExerciseResult:  # fmt: skip
+                   timeout: float | None = None, checkset: str | None = None,
+                   strict: bool = False) -> ExerciseResult:  # fmt: skip
+    spec = specs.load(ex.stem, checkset)
     file = target / ex.filename
     start = time.monotonic()
     if not file.is_file():
-        result = _zero(ex, file, f"{ex.filename} not found in {target}")
+        result = _zero(spec, file, f"{ex.filename} not found in {target}")
         result.duration_s = round(time.monotonic() - start, 2)
         return result
-    timeout = timeout or default_timeout(backend, ex)
-    with tempfile.TemporaryDirectory(prefix=f"kata-{ex.number}-") as tmp:
-        work = Path(tmp)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-        env.update(
-            PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", KATA_DEVICE=backend, PYTHONDONTWRITEBYTECODE="1",
-            # The tolerances assume IEEE fp32 dots; an inherited TF32 setting must not apply.
-            TRITON_F32_DEFAULT="ieee",
-            PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
-        )  # fmt: skip
-        try:
-            proc = subprocess.run(
-                _pytest_command(ex, file, work, timeout), cwd=ROOT, env=env,
-                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout + 120,
-            )  # fmt: skip
-        except subprocess.TimeoutExpired:
-            return _zero(ex, file, "the grader timed out on this exercise")
-        raw_path = work / "pytest.json"
-        if not raw_path.exists():
-            tail = (proc.stdout + proc.stderr)[-2000:]
-            return _zero(
-                ex, file, f"the grader's checks did not run (pytest exit {proc.returncode}): {tail}"
-            )
-        raw = json.loads(raw_path.read_text())
-        kept = report_dir / "pytest" / f"{ex.stem}.json"
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(raw_path, kept)
-        launch = (
-            json.loads((work / "launch.json").read_text())
-            if (work / "launch.json").exists()
-            else {}
-        )
-    checks = _from_pytest(ex, file, raw)
-    error = launch.get("error")
+    text = file.read_text(errors="replace")
+    found = skeletons.check(skeletons.pristine(ex.stem), text)
+    integrity = {"ok": found.ok, "lines": found.lines, "diff": found.diff, "strict_zeroed": False}
+    warnings = interpreter_only(text) if backend == "interpreter" else []
+    raw, tail = _run_checks(
+        spec, file, backend, report_dir, timeout or default_timeout(backend, ex)
+    )
+    if raw is None:
+        return _zero(spec, file, f"the grader's checks did not run: {tail}", integrity=integrity)
+    launch = raw.get("kata") or {}
+    checks = _results(spec, raw)
     result = ExerciseResult(
-        ex.stem, str(file), sum(c.points for c in checks), checkset.max_score(ex.stem), checks,
-        duration_s=round(time.monotonic() - start, 2), output=launch.get("output", ""), error=error,
+        ex.stem, str(file), ex.track, sum(c.points for c in checks), spec.max_score, checks,
+        duration_s=round(time.monotonic() - start, 2), output=launch.get("output", ""),
+        error=launch.get("error"), integrity=integrity,
+        warnings=warnings + launch.get("warnings", []),
     )  # fmt: skip
+    if strict and not found.ok:
+        integrity["strict_zeroed"] = True
+        for c in result.checks:
+            c.points = 0
+        result.score = 0
     if ex.track == "performance":
         result.performance = timing.score(launch.get("timing"), result.score == result.max_score)
     return result
@@ -127,9 +165,12 @@ def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path,
 
 def grade(exercises: list[Exercise], target: Path, backend: str, report_dir: Path,
           jobs: int | None = None, timeout: float | None = None, on_done=None,
-          on_start=None) -> list[ExerciseResult]:  # fmt: skip
+          on_start=None, checkset: str | None = None,
+          strict: bool = False) -> list[ExerciseResult]:  # fmt: skip
     """Grade exercises concurrently; ``on_start(exercise)`` is called as each one starts and
     ``on_done(result)`` as each one finishes."""
+    import os
+
     jobs = jobs or (
         len(exercises) if backend == "cuda" else max(1, min(len(exercises), os.cpu_count() or 1))
     )
@@ -139,7 +180,7 @@ def grade(exercises: list[Exercise], target: Path, backend: str, report_dir: Pat
         def work(ex: Exercise) -> ExerciseResult:
             if on_start:
                 on_start(ex)
-            return grade_exercise(ex, target, backend, report_dir, timeout)
+            return grade_exercise(ex, target, backend, report_dir, timeout, checkset, strict)
 
         futures = {pool.submit(work, ex): ex for ex in exercises}
         for future in as_completed(futures):

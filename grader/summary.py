@@ -15,8 +15,8 @@ from grader.report import ExerciseResult, Report
 from grader.traps import TRAPS
 
 WIDTH = 80
-MARKS = {"passed": "PASS", "failed": "FAIL", "error": "ERR "}
-COLOURS = {"passed": "32", "failed": "31", "error": "33"}
+MARKS = {"passed": "PASS", "failed": "FAIL", "blocked": "WAIT", "error": "ERR "}
+COLOURS = {"passed": "32", "failed": "31", "blocked": "33", "error": "33"}
 
 
 def one_line(text: str, width: int) -> str:
@@ -58,19 +58,29 @@ class Printer:
     def _exercise_block(self, ex: ExerciseResult) -> None:
         self._print()
         self._print(f"{ex.id}  {ex.score}/{ex.max_score}  ({ex.duration_s:.1f} s)")
+        said = {ex.error} if ex.error else set()
         if ex.error:  # nothing could be judged: say why once
             self._wrapped(ex.error, 4)
         explained: set[str] = set()
         for c in ex.checks:
             mark = self._paint(MARKS[c.status], c.status)
+            points = "note" if c.note else f"{c.points:>2}/{c.max_points:<2}"
             trap = f"  [{c.trap}]" if c.trap else ""
-            self._print(f"  {mark} {c.id:<38} {c.points:>2}/{c.max_points:<2}{trap}")
-            if c.status == "passed" or not c.message or c.message == ex.error:
+            self._print(f"  {mark} {c.id:<38} {points}{trap}")
+            if c.status == "passed" or not c.message or c.message in said:
                 continue
             if c.trap and c.trap in explained:
                 continue
             explained.add(c.trap or c.id)
+            said.add(c.message)  # identical messages are said once per exercise
             self._wrapped(c.message, 9)
+        if ex.integrity and not ex.integrity["ok"]:
+            zeroed = ": scored 0 (--strict)" if ex.integrity.get("strict_zeroed") else ""
+            lines = ", ".join(map(str, ex.integrity["lines"][:8]))
+            self._wrapped(f"! edited outside its TODO regions (skeleton line(s) {lines}){zeroed}; "
+                          "the report's integrity entry has the diff", 2)  # fmt: skip
+        for warning in ex.warnings:
+            self._wrapped(f"! {warning}", 2)
 
     def _performance(self, report: Report) -> None:
         """The performance track's timings, separate from the score."""
@@ -102,7 +112,7 @@ class Printer:
             status = "passed" if ex.score == ex.max_score else "failed" if ex.score else "error"
             score = self._paint(f"{ex.score:>3}/{ex.max_score:<3}", status)
             self._print(f"{ex.id:<30} {score}")
-            failing = [c for c in ex.checks if c.status != "passed"]
+            failing = [c for c in ex.checks if c.status != "passed" and not c.note]
             notes = []
             for c in failing:
                 if c.trap:

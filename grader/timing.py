@@ -14,17 +14,6 @@ import os
 import tempfile
 from pathlib import Path
 
-SHAPES = {
-    # B * S = 16k tokens, H * D = 2048, as in the chapter's SDPA measurements.
-    "04_fast_attention": [
-        {"B": 4, "H": 16, "S": 4096, "D": 128, "causal": False},
-        {"B": 4, "H": 16, "S": 4096, "D": 128, "causal": True},
-    ],
-    "05_fast_gating": [
-        {"M": 2**20, "E": 128, "dtype": "float32"},
-        {"M": 2**20, "E": 128, "dtype": "bfloat16"},
-    ],
-}
 POINTS = 10  # per exercise, on top of its correctness points
 
 
@@ -50,51 +39,18 @@ def gpu_to_ourselves():
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def measure(stem: str, kernel, launchers: dict, torch) -> dict:
+def measure(interface, shapes, kernel, torch) -> dict:
     with gpu_to_ourselves():
-        return _measure(stem, kernel, launchers, torch)
+        return {"timed": True, "device": torch.cuda.get_device_name(),
+                "shapes": [_time_shape(interface, shape, kernel, torch) for shape in shapes]}  # fmt: skip
 
 
-def _measure(stem: str, kernel, launchers: dict, torch) -> dict:
-    rows = []
-    for shape in SHAPES[stem]:
-        if stem.startswith("04"):
-            q, k, v = (torch.randn(shape["B"], shape["H"], shape["S"], shape["D"], device="cuda",
-                                   dtype=torch.bfloat16) for _ in range(3))  # fmt: skip
-            out = torch.empty_like(q)
-            sdpa = torch.nn.functional.scaled_dot_product_attention
-
-            def mine():
-                return launchers["fast_attention"](kernel, q, k, v, causal=shape["causal"], out=out)
-
-            def ref():
-                return sdpa(q, k, v, is_causal=shape["causal"])
-
-            label = f"B={shape['B']} H={shape['H']} S={shape['S']} D={shape['D']} bf16" + (
-                " causal" if shape["causal"] else ""
-            )
-            baseline = "torch SDPA"
-        else:
-            x = torch.randn(
-                shape["M"], shape["E"], device="cuda", dtype=getattr(torch, shape["dtype"])
-            )
-            outs = (torch.empty(shape["M"], device="cuda"), torch.empty(shape["M"], device="cuda"),
-                    torch.empty(shape["M"], device="cuda", dtype=torch.int32),
-                    torch.empty(shape["M"], device="cuda", dtype=torch.int32))  # fmt: skip
-
-            def mine():
-                return launchers["fast_gating"](kernel, x, out=outs)
-
-            def ref():
-                w, i = torch.topk(torch.softmax(x.float(), dim=-1), 2, dim=-1)
-                return w / w.sum(dim=-1, keepdim=True), i
-
-            label = f"M=1M E={shape['E']} {shape['dtype']}"
-            baseline = "torch softmax -> topk -> divide"
-        kernel_ms, torch_ms = _median_ms(mine), _median_ms(ref)
-        rows.append({"shape": label, "baseline": baseline, "kernel_ms": round(kernel_ms, 4),
-                     "torch_ms": round(torch_ms, 4), "speedup": round(torch_ms / kernel_ms, 3)})  # fmt: skip
-    return {"timed": True, "device": torch.cuda.get_device_name(), "shapes": rows}
+def _time_shape(interface, shape: dict, kernel, torch) -> dict:
+    """One timing row: the kernel and the interface's torch baseline on the same inputs."""
+    mine, ref, label, baseline = interface.timed(torch, kernel, shape)
+    kernel_ms, torch_ms = _median_ms(mine), _median_ms(ref)
+    return {"shape": label, "baseline": baseline, "kernel_ms": round(kernel_ms, 4),
+            "torch_ms": round(torch_ms, 4), "speedup": round(torch_ms / kernel_ms, 3)}  # fmt: skip
 
 
 def score(timing: dict | None, correct: bool) -> dict:

@@ -1,42 +1,27 @@
-"""The classic wrong answers, one object each: id, the TODO it belongs to, what a student is
-told, and the outputs the mistake produces on a case ("forms").
+"""The classic wrong answers, one object each: the checks name them, the validation gallery
+expects them, and the docs' trap catalogue is generated from them.
 
-The checks diagnose a failure by matching it against these forms, the validation gallery expects
-these ids, and the docs' trap catalogue is written from them.
+A trap's *forms* are what the mistaken kernel outputs on a case. Attention mistakes are replayed
+in float32, tile by tile, the way a kernel computes (an underflow to 0/0 is part of what the
+mistake produces); the rest in float64. Gating forms are built on the kernel's own choices where
+the mistake only shows through them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import math
 
 import numpy as np
 
-from grader.inputs import Case
+from grader.model import Case, Output, Trap
 from kata import oracles
 
-Output = dict[str, np.ndarray]
-
-
-@dataclass(frozen=True)
-class Trap:
-    id: str
-    todo: str  # the TODO id in the exercise file to revisit
-    summary: str  # one line, for tables
-    message: str  # what went wrong, in a sentence or two, without the code
-    hint: str  # one line for summary tables: what to do, and where
-    forms: Callable[[Case, Output], list[Output]]  # outputs this mistake gives (partial dicts)
-
-    def __str__(self) -> str:
-        return self.id
-
-
-# ---- attention: simulations of the wrong kernels, in float64 -------------------------------
+# ---- attention, replayed ------------------------------------------------------------------------
 
 
 def masked_attention(q, k, v, visible: np.ndarray) -> np.ndarray:
-    """Attention where row i sees the keys visible[i]; a row that sees none gives NaN (0/0),
-    as a kernel would."""
+    """float64 attention where row i sees the keys visible[i]; a row that sees none gives NaN
+    (0/0), as a kernel would."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
     scores = np.where(visible, q @ k.T / np.sqrt(q.shape[1]), -np.inf)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -45,56 +30,162 @@ def masked_attention(q, k, v, visible: np.ndarray) -> np.ndarray:
         return (p @ v) / p.sum(axis=1, keepdims=True)
 
 
-def _block_skip(case: Case, M: int, N: int) -> np.ndarray:
-    """Keys a kernel that stops its loop after its query block's last row ever loads."""
-    stop = np.minimum(N, (np.arange(M) // case.block_m + 1) * case.block_m)
-    return np.arange(N)[None, :] < stop[:, None]
+def online_softmax(
+    case: Case,
+    visible: np.ndarray | None = None,
+    *,
+    m_init: float = -np.inf,
+    running_max: bool = True,
+    rescale_acc: bool = True,
+    mask_after_exp: bool = False,
+    skip_future: bool = False,
+    fixed_reference: bool = False,
+) -> np.ndarray:
+    """The flash loop of 01/02 in float32, with one mistake switched on.
+
+    ``visible``: the mask (None: every key); ``m_init``: where the running maximum starts;
+    ``running_max=False``: each tile's own maximum is the reference point; ``rescale_acc=False``:
+    l_i follows the new maximum, acc does not; ``mask_after_exp``: the mask zeroes p after the
+    maximum and the exponential took every key into account; ``skip_future``: the key loop of
+    each query block stops after its last row (the solution's ``hi``); ``fixed_reference``:
+    the reference point stays ``m_init`` (no running maximum at all).
+    """
+    q, k, v = (np.asarray(case.inputs[n], np.float32) for n in "qkv")
+    M, N = len(q), len(k)
+    scores = (q @ k.T) * np.float32(1.0 / math.sqrt(q.shape[1]))
+    visible = np.ones((M, N), bool) if visible is None else visible
+    out = np.empty((M, q.shape[1]))
+    bm, bn = case.block_m, case.block_n
+    with np.errstate(all="ignore"):
+        for r0 in range(0, M, bm) if skip_future else (0,):
+            rows = slice(r0, r0 + bm) if skip_future else slice(0, M)
+            hi = min(N, r0 + bm) if skip_future else N
+            m = np.full(len(scores[rows]), m_init, np.float32)
+            l_i = np.zeros_like(m)
+            acc = np.zeros((len(m), q.shape[1]), np.float32)
+            for n0 in range(0, hi, bn):
+                s = scores[rows, n0 : n0 + bn]
+                seen = visible[rows, n0 : n0 + bn]
+                if not mask_after_exp:
+                    s = np.where(seen, s, np.float32(-np.inf))
+                if fixed_reference:
+                    m_new = m
+                else:
+                    m_new = np.maximum(m, s.max(axis=1)) if running_max else s.max(axis=1)
+                alpha = np.exp(m - m_new)
+                p = np.exp(s - m_new[:, None])
+                if mask_after_exp:
+                    p = np.where(seen, p, np.float32(0))
+                l_i = l_i * alpha + p.sum(axis=1)
+                acc = (acc * alpha[:, None] if rescale_acc else acc) + p @ v[n0 : n0 + bn]
+                m = m_new
+            out[rows] = acc / l_i[:, None]
+    return out
+
+
+def _grid(case: Case) -> tuple[np.ndarray, np.ndarray]:
+    return np.arange(len(case.inputs["q"]))[:, None], np.arange(len(case.inputs["k"]))[None, :]
+
+
+def _causal(case: Case) -> np.ndarray:
+    rows, cols = _grid(case)
+    return rows >= cols
+
+
+def _qkv(case: Case):
+    return (case.inputs[n] for n in "qkv")
 
 
 def _unrescaled(case: Case, _got: Output) -> list[Output]:
-    """Online softmax with l_i rescaled but acc not (the skeleton of 01)."""
-    q, k, v = (np.asarray(case.inputs[n], np.float64) for n in "qkv")
-    scores = q @ k.T / np.sqrt(q.shape[1])
-    m = np.full(len(q), -np.inf)
-    l_i = np.zeros(len(q))
-    acc = np.zeros_like(q)
-    for n0 in range(0, len(k), case.block_n):
-        s = scores[:, n0 : n0 + case.block_n]
-        m_new = np.maximum(m, s.max(axis=1))
-        p = np.exp(s - m_new[:, None])
-        l_i = l_i * np.exp(m - m_new) + p.sum(axis=1)
-        acc = acc + p @ v[n0 : n0 + case.block_n]
-        m = m_new
-    return [{"out": acc / l_i[:, None]}]
+    return [{"out": online_softmax(case, rescale_acc=False)}]
+
+
+def _max_from_zero(case: Case, _got: Output) -> list[Output]:
+    return [{"out": online_softmax(case, m_init=0.0)}]
+
+
+def _not_running_max(case: Case, _got: Output) -> list[Output]:
+    """Each tile's own maximum as the reference point, or none at all (exp of raw scores)."""
+    return [
+        {"out": online_softmax(case, running_max=False)},
+        {"out": online_softmax(case, m_init=0.0, fixed_reference=True)},
+    ]
+
+
+def _block_skip(case: Case) -> np.ndarray:
+    """Keys a kernel whose loop stops after its query block's last row ever loads."""
+    rows, cols = _grid(case)
+    return cols < (rows // case.block_m + 1) * case.block_m
 
 
 def _non_causal(case: Case, _got: Output) -> list[Output]:
-    q, k, v = (case.inputs[n] for n in "qkv")
-    full = np.ones((len(q), len(k)), bool)
+    q, k, v = _qkv(case)
     return [
         {"out": oracles.attention(q, k, v)},
         # No mask, but the loop already stops at the block's end: causal by whole tiles only.
-        {"out": masked_attention(q, k, v, full & _block_skip(case, len(q), len(k)))},
+        {"out": masked_attention(q, k, v, _block_skip(case))},
     ]
 
 
 def _off_by_one(case: Case, _got: Output) -> list[Output]:
-    q, k, v = (case.inputs[n] for n in "qkv")
-    rows, cols = np.arange(len(q))[:, None], np.arange(len(k))[None, :]
+    rows, cols = _grid(case)
     one_ahead = rows + 1 >= cols
+    q, k, v = _qkv(case)
     return [
         {"out": masked_attention(q, k, v, rows > cols)},  # strict: the diagonal is lost
         {"out": masked_attention(q, k, v, one_ahead)},  # one future key admitted
-        {"out": masked_attention(q, k, v, one_ahead & _block_skip(case, len(q), len(k)))},
+        {"out": masked_attention(q, k, v, one_ahead & _block_skip(case))},
     ]
 
 
-# ---- gating: judged on the student's own outputs where the math allows ---------------------
+def _after_exp(case: Case, _got: Output) -> list[Output]:
+    return [
+        {"out": online_softmax(case, _causal(case), mask_after_exp=True, skip_future=skip)}
+        for skip in (True, False)
+    ]
+
+
+def _bottom_right(case: Case, _got: Output) -> list[Output]:
+    rows, cols = _grid(case)
+    br = rows + (len(case.inputs["k"]) - len(case.inputs["q"])) >= cols
+    q, k, v = _qkv(case)
+    return [{"out": masked_attention(q, k, v, br & skip)} for skip in (True, _block_skip(case))]
+
+
+# ---- gating ----------------------------------------------------------------------------------
+
+
+def _probs32(logits: np.ndarray) -> np.ndarray:
+    """The softmax as a kernel computes it, in float32 (small probabilities underflow to 0)."""
+    x = np.asarray(logits, np.float32)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
 
 
 def _top1_twice(case: Case, _got: Output) -> list[Output]:
     _, _, idx0, _ = oracles.top2_gating(case.inputs["logits"])
     return [{"idx0": idx0, "idx1": idx0}]
+
+
+def _fill_too_high(case: Case, _got: Output) -> list[Output]:
+    """The top-1 position filled with 0 instead of -inf before the second pick: in probability
+    space 0 ties with every probability that underflowed; in logit space it beats every
+    negative logit."""
+    logits = np.asarray(case.inputs["logits"], np.float32)
+    _, _, idx0, _ = oracles.top2_gating(logits)
+    top1 = np.arange(logits.shape[1])[None, :] == idx0[:, None]
+    forms = []
+    for values in (_probs32(logits), logits):
+        idx1 = np.argmax(np.where(top1, np.float32(0), values), axis=1)  # lowest index on ties
+        forms.append({"idx0": idx0, "idx1": idx1})
+    return forms
+
+
+def _highest_index_on_ties(case: Case, _got: Output) -> list[Output]:
+    logits = np.asarray(case.inputs["logits"], np.float64)
+    *_, idx0, idx1 = oracles.top2_gating(logits[:, ::-1])  # mirrored: the last index wins ties
+    last = logits.shape[1] - 1
+    return [{"idx0": last - idx0, "idx1": last - idx1}]
 
 
 def _raw_weights(case: Case, got: Output) -> list[Output]:
@@ -108,48 +199,182 @@ def _raw_weights(case: Case, got: Output) -> list[Output]:
     return [{"w0": probs[rows, i0], "w1": probs[rows, i1]}]
 
 
-ACC_NOT_RESCALED = Trap(
-    "acc-not-rescaled", "rescale-acc", "acc was not rescaled when the running max grew",
-    "Once the running maximum grows, everything already summed into acc was weighted against "
-    "the old maximum and is now too large. l_i was rescaled by alpha but acc was not: revisit "
-    "TODO(rescale-acc).",
-    "rescale acc by alpha, as l_i is (TODO rescale-acc)",
-    _unrescaled,
-)  # fmt: skip
-CAUSAL_MASK_MISSING = Trap(
-    "causal-mask-missing", "causal-mask", "future keys were attended to",
-    "This is correct non-causal attention, or causal only tile by tile: query rows also attend "
-    "to keys after their own position. Add the per-pair condition (row sees keys up to itself) "
-    "in TODO(causal-mask).",
-    "hide keys after each row's position (TODO causal-mask)",
-    _non_causal,
-)  # fmt: skip
-CAUSAL_MASK_OFF_BY_ONE = Trap(
-    "causal-mask-off-by-one", "causal-mask", "the causal mask is off by one on the diagonal",
-    "The mask is one key off on the diagonal: each row must see its own key but not the next "
-    "one (a strict comparison drops the diagonal, and row 0 then sees nothing). Check the "
-    "comparison in TODO(causal-mask).",
-    "row i sees key i, not i + 1 (TODO causal-mask)",
-    _off_by_one,
-)  # fmt: skip
-TOP2_NOT_MASKED = Trap(
-    "top2-not-masked", "top2-mask", "the top-1 expert was picked again as top-2",
-    "The second max/argmax ran over the same row and found the top-1 expert again, so every "
-    "token got the same expert twice. Take the top-1 position out first: TODO(top2-mask).",
-    "take the top-1 position out first (TODO top2-mask)",
-    _top1_twice,
-)  # fmt: skip
-WEIGHTS_NOT_RENORMALIZED = Trap(
-    "weights-not-renormalized", "renormalize", "weights are raw softmax probabilities",
-    "The weights are the raw softmax probabilities of the two chosen experts. They sum to the "
-    "top-2 share of all E experts, which is below one by a different amount for every token; "
-    "divide by their sum: TODO(renormalize).",
-    "make w0 + w1 = 1 per token (TODO renormalize)",
-    _raw_weights,
-)  # fmt: skip
+# ---- the performance track's attention (B, H, S, D) -------------------------------------------
 
-TRAPS = {
+
+def _per_head(case: Case, attend) -> np.ndarray:
+    q, k, v = _qkv(case)
+    out = np.empty(q.shape)
+    for b in range(q.shape[0]):
+        for h in range(q.shape[1]):
+            out[b, h] = attend(q[b, h], k[b, h], v[b, h])
+    return out
+
+
+def _exp2_base(case: Case, _got: Output) -> list[Output]:
+    """exp2 of scores scaled without log2(e) is exp of scores times ln 2; with the inverse
+    constant, times ln(2)^2."""
+    return [
+        {"out": _per_head(case, lambda q, k, v, f=f: oracles.attention(q * f, k, v, case.causal))}
+        for f in (math.log(2), math.log(2) ** 2)
+    ]
+
+
+def _no_diagonal(case: Case, _got: Output) -> list[Output]:
+    """Causal attention without the diagonal stage: each query tile of BLOCK_M rows sees only
+    the keys before it (its first tile sees nothing: 0/0). BLOCK_M is the autotuner's choice,
+    so every plausible one is a form, with the exp2 scale right or still missing."""
+    S = case.inputs["q"].shape[2]
+    rows, cols = np.arange(S)[:, None], np.arange(S)[None, :]
+    forms = []
+    for block_m in (16, 32, 64, 128, 256):
+        seen = cols < rows // block_m * block_m
+        for f in (1.0, math.log(2)):
+            attend = lambda q, k, v, seen=seen, f=f: masked_attention(q * f, k, v, seen)  # noqa: E731
+            forms.append({"out": _per_head(case, attend)})
+    return forms
+
+
+# ---- the traps -------------------------------------------------------------------------------
+
+ACC_NOT_RESCALED = Trap(
+    id="acc-not-rescaled",
+    todo="rescale-acc",
+    summary="acc was not rescaled when the running max grew",
+    message="Once the running maximum grows, everything already summed into acc was weighted "
+    "against the old maximum and is now too large. l_i was rescaled by alpha but acc was not: "
+    "revisit TODO(rescale-acc).",
+    hint="rescale acc by alpha, as l_i is (TODO rescale-acc)",
+    forms=_unrescaled,
+)
+RUNNING_MAX_NOT_FROM_NEG_INF = Trap(
+    id="running-max-not-from-neg-inf",
+    todo="rescale-acc",
+    summary="the running maximum starts above some rows' scores",
+    message="The running maximum must start at -inf (or below every score). Started at 0, it "
+    "stays the reference point of rows whose scores are all far below 0, exp() underflows for "
+    "every key, and the row ends as 0/0. It is given code, just above TODO(rescale-acc).",
+    hint="start m_i at -inf, not 0 (given code around TODO rescale-acc)",
+    forms=_max_from_zero,
+)
+REFERENCE_NOT_RUNNING_MAX = Trap(
+    id="reference-not-running-max",
+    todo="rescale-acc",
+    summary="the reference point of exp() is not the running maximum",
+    message="The reference point of every exp() must be the running maximum, max(m_i, tile "
+    "max). With another one (each tile's own maximum, or none at all), a score far above the "
+    "reference, or alpha = exp(m_old - m_new) when a row's maximum falls, overflows and the "
+    "row ends as inf or NaN. Revisit TODO(rescale-acc) and the lines around it.",
+    hint="m_new = max(m_i, max of the tile) (TODO rescale-acc)",
+    forms=_not_running_max,
+)
+CAUSAL_MASK_MISSING = Trap(
+    id="causal-mask-missing",
+    todo="causal-mask",
+    summary="future keys were attended to",
+    message="This is correct non-causal attention, or causal only tile by tile: query rows also "
+    "attend to keys after their own position. Add the per-pair condition (row sees keys up to "
+    "itself) in TODO(causal-mask).",
+    hint="hide keys after each row's position (TODO causal-mask)",
+    forms=_non_causal,
+)
+CAUSAL_MASK_OFF_BY_ONE = Trap(
+    id="causal-mask-off-by-one",
+    todo="causal-mask",
+    summary="the causal mask is off by one on the diagonal",
+    message="The mask is one key off on the diagonal: each row must see its own key but not the "
+    "next one (a strict comparison drops the diagonal, and row 0 then sees nothing). Check the "
+    "comparison in TODO(causal-mask).",
+    hint="row i sees key i, not i + 1 (TODO causal-mask)",
+    forms=_off_by_one,
+)
+CAUSAL_MASK_AFTER_EXP = Trap(
+    id="causal-mask-after-exp",
+    todo="causal-mask",
+    summary="future keys were masked after the maximum and exp",
+    message="The mask was applied after the row maximum and the exponential saw every key. "
+    "When a future key scores far above the visible ones, it becomes the reference point, the "
+    "visible keys underflow to 0, and the row is lost. Mask before the max and the exp, not "
+    "after: TODO(causal-mask).",
+    hint="mask the scores before the max and exp (TODO causal-mask)",
+    forms=_after_exp,
+)
+CAUSAL_BOTTOM_RIGHT = Trap(
+    id="causal-bottom-right",
+    todo="causal-mask",
+    summary="the causal mask is aligned bottom-right",
+    message="The mask is aligned bottom-right (the last query sees the last key, as in "
+    "FlashAttention >= 2.1). This exercise uses the chapter's top-left alignment, like torch's "
+    "is_causal=True: row i sees keys 0..i whatever N is. Revisit TODO(causal-mask).",
+    hint="row i sees keys 0..i, whatever N - M is (TODO causal-mask)",
+    forms=_bottom_right,
+)
+TOP2_NOT_MASKED = Trap(
+    id="top2-not-masked",
+    todo="top2-mask",
+    summary="the top-1 expert was picked again as top-2",
+    message="The second max/argmax ran over the same row and found the top-1 expert again, so "
+    "every token got the same expert twice. Take the top-1 position out first: TODO(top2-mask).",
+    hint="take the top-1 position out first (TODO top2-mask)",
+    forms=_top1_twice,
+)
+TOP1_FILL_TOO_HIGH = Trap(
+    id="top1-fill-too-high",
+    todo="top2-mask",
+    summary="the value put in the top-1's place can still win",
+    message="The value put in the top-1's place before the second pick must be below every real "
+    "candidate. 0 ties with a probability that underflowed to 0 (and beats every negative "
+    "logit), so the top-1 expert can be picked again. Use -inf: TODO(top2-mask).",
+    hint="fill the top-1 slot with -inf (TODO top2-mask)",
+    forms=_fill_too_high,
+)
+TIES_NOT_LOWEST_INDEX = Trap(
+    id="ties-not-lowest-index",
+    todo="top2-mask",
+    summary="equal logits went to the highest expert index",
+    message="Experts with equal logits must be taken lowest index first (the rule tl.argmax "
+    "follows), so that routing is reproducible. Your kernel takes the highest index first: "
+    "revisit TODO(top2-mask).",
+    hint="on ties, the lowest expert index first (TODO top2-mask)",
+    forms=_highest_index_on_ties,
+)
+WEIGHTS_NOT_RENORMALIZED = Trap(
+    id="weights-not-renormalized",
+    todo="renormalize",
+    summary="weights are raw softmax probabilities",
+    message="The weights are the raw softmax probabilities of the two chosen experts. They sum "
+    "to the top-2 share of all E experts, which is below one by a different amount for every "
+    "token; divide by their sum: TODO(renormalize).",
+    hint="make w0 + w1 = 1 per token (TODO renormalize)",
+    forms=_raw_weights,
+)
+EXP2_CONSTANT_WRONG = Trap(
+    id="exp2-constant-wrong",
+    todo="exp2-scale",
+    summary="exp2 ran without log2(e) in the scale",
+    message="The loop computes exp2, so the scale must carry log2(e) = 1.4427 for exp2 to equal "
+    "softmax's exp. Without it (or with its inverse) every score is effectively multiplied by "
+    "ln 2 (or ln(2)^2): a softmax at the wrong temperature. Revisit TODO(exp2-scale).",
+    hint="qk_scale = sm_scale * log2(e) (TODO exp2-scale)",
+    forms=_exp2_base,
+)
+DIAGONAL_STAGE_MISSING = Trap(
+    id="diagonal-stage-missing",
+    todo="causal-stages",
+    summary="the causal loop never visits the diagonal tiles",
+    message="Stage 1 only covers keys left of each query tile; the keys of the tile's own rows "
+    "(the diagonal stage, with the mask) were never visited, so rows miss their own and nearby "
+    "keys and the first tile sees no key at all. Revisit TODO(causal-stages).",
+    hint="add the masked stage over the tile's own keys (TODO causal-stages)",
+    forms=_no_diagonal,
+)
+
+TRAPS: dict[str, Trap] = {
     t.id: t
-    for t in (ACC_NOT_RESCALED, CAUSAL_MASK_MISSING, CAUSAL_MASK_OFF_BY_ONE, TOP2_NOT_MASKED,
-              WEIGHTS_NOT_RENORMALIZED)
+    for t in (
+        ACC_NOT_RESCALED, RUNNING_MAX_NOT_FROM_NEG_INF, REFERENCE_NOT_RUNNING_MAX,
+        CAUSAL_MASK_MISSING, CAUSAL_MASK_OFF_BY_ONE, CAUSAL_MASK_AFTER_EXP, CAUSAL_BOTTOM_RIGHT,
+        TOP2_NOT_MASKED, TOP1_FILL_TOO_HIGH, TIES_NOT_LOWEST_INDEX, WEIGHTS_NOT_RENORMALIZED,
+        EXP2_CONSTANT_WRONG, DIAGONAL_STAGE_MISSING,
+    )
 }  # fmt: skip

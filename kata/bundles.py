@@ -1,8 +1,9 @@
 """``nox -s handout`` and ``nox -s autograder``: the two zips a course hands out.
 
-* The student handout: exercises, hints, docs, README, noxfile and the grader's machinery with
-  only its *public* checks. No solutions, no hidden checks or their inputs, no validation
-  gallery. Unzipped on its own, the README's commands work and ``nox -s grade`` gives 0.
+* The student handout: exercises, the manifest (hints included), docs, README, noxfile and the
+  grader's machinery with only its *public* checks. One rule keeps the instructor's part out:
+  no ``grader/specs/*/hidden.py``, no ``grader/specs/*/gallery/``, no instructor tools, no
+  solutions. Unzipped on its own, the README's commands work and ``nox -s grade`` gives 0.
 * The Gradescope autograder: ``setup.sh`` and ``run_autograder`` at the top, the kata and the
   full grader beside them; it grades ``/autograder/submission`` into
   ``/autograder/results/results.json``, in the CPU interpreter or on CUDA where present.
@@ -16,13 +17,22 @@ import sys
 import zipfile
 from pathlib import Path
 
-from kata.catalogue import ALL_EXERCISES, ROOT, SOLUTIONS
-from kata.generate import strip
+from kata.catalogue import ROOT
 
 DIST = ROOT / "dist"
-# Grader modules that hold the hidden checks, their inputs, or the instructors' tools.
-HIDDEN = {"cases.py", "rubric.py", "gallery.py", "validate.py", "batch.py", "gradescope.py"}
+# The instructors' tools, left out of the handout with every spec's hidden part.
+INSTRUCTOR_TOOLS = {"gallery.py", "validate.py", "static.py", "batch.py", "gradescope.py"}
 INSTRUCTOR_DOCS = {"instructors.md", "bench_h200.json"}  # not for the student handout
+
+
+def instructors_only(relative: Path) -> bool:
+    """The one rule of the handout: hidden checks, galleries and instructor tools stay out."""
+    parts = relative.parts
+    if parts[:2] == ("grader", "specs") and (relative.name == "hidden.py" or "gallery" in parts):
+        return True
+    return parts[0] == "grader" and len(parts) == 2 and relative.name in INSTRUCTOR_TOOLS
+
+
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".ini", ".txt", ".sh", ""}
 
 
@@ -65,21 +75,16 @@ def handout(dest: Path = DIST / "triton-kata-handout.zip") -> Path:
     for name in ("noxfile.py", "pyproject.toml", ".gitignore"):
         entries[top + name] = ROOT / name
     for path in _files("exercises", "*"):
-        if path.suffix in (".py", ".toml") and not path.name.endswith(".bak"):
+        if path.suffix in (".py", ".toml"):
             entries[top + f"exercises/{path.name}"] = path
     for path in _files("docs"):
         if path.name not in INSTRUCTOR_DOCS:
             entries[top + str(path.relative_to(ROOT))] = path
-    for path in _files("kata", "*.py"):
+    for path in _files("kata", "*.py") + [ROOT / "kata" / "skeletons.json"]:
         entries[top + f"kata/{path.name}"] = path
-    for ex in ALL_EXERCISES:  # what `nox -s reset` restores when there are no solutions
-        entries[top + f"kata/pristine/{ex.filename}"] = strip(
-            (SOLUTIONS / ex.filename).read_text()
-        ).encode()
     for path in _files("grader"):
-        if path.parent.name == "grader" and path.name in HIDDEN:
-            continue
-        entries[top + str(path.relative_to(ROOT))] = path
+        if not instructors_only(path.relative_to(ROOT)):
+            entries[top + str(path.relative_to(ROOT))] = path
     return _zip(dest, entries)
 
 
@@ -113,9 +118,11 @@ def autograder(dest: Path = DIST / "triton-kata-autograder.zip") -> Path:
     }
     for folder in ("kata", "grader"):
         for path in _files(folder):
-            if path.name not in ("gallery.py", "validate.py"):
-                entries[str(path.relative_to(ROOT))] = path
+            relative = path.relative_to(ROOT)
+            if "gallery" not in relative.parts and path.name not in ("validate.py", "static.py"):
+                entries[str(relative)] = path
     entries["pyproject.toml"] = ROOT / "pyproject.toml"
+    entries["exercises/info.toml"] = ROOT / "exercises" / "info.toml"  # the manifest
     return _zip(dest, entries, executable={"setup.sh", "run_autograder"})
 
 

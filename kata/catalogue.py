@@ -1,4 +1,9 @@
-"""The kata's exercises, in order: file names, the kernel each file must define, its TODOs."""
+"""The kata's exercises, in order, as read from the manifest ``exercises/info.toml``.
+
+Everything that names an exercise asks this module: the file, the kernel the grader launches,
+its interface (the fixed parameter list), the TODOs with their points, the hints. The checks of
+an exercise live in ``grader/specs/<stem>/``.
+"""
 
 from __future__ import annotations
 
@@ -8,39 +13,43 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from kata import interfaces
+
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "exercises"
-
-# Both attention kernels take 2-D (rows, head_dim) tensors; both gating outputs are per token.
-ATTENTION_PARAMS = (
-    "q_ptr", "k_ptr", "v_ptr", "out_ptr", "M", "N", "D",
-    "stride_qm", "stride_qd", "stride_kn", "stride_kd", "stride_vn", "stride_vd",
-    "stride_om", "stride_od", "scale", "BLOCK_M", "BLOCK_N", "BLOCK_D",
-)  # fmt: skip
-GATING_PARAMS = (
-    "logits_ptr", "weight0_ptr", "weight1_ptr", "idx0_ptr", "idx1_ptr", "M", "E", "stride_m",
-    "BLOCK_E",
-)  # fmt: skip
+MANIFEST = EXERCISES / "info.toml"
+TRACK_NAMES = ("core", "performance", "extensions")
 
 
-FAST_ATTENTION_PARAMS = (
-    "q_ptr", "k_ptr", "v_ptr", "out_ptr",
-    "stride_qb", "stride_qh", "stride_qs", "stride_kb", "stride_kh", "stride_ks",
-    "stride_vb", "stride_vh", "stride_vs", "stride_ob", "stride_oh", "stride_os",
-    "H", "S", "sm_scale", "HEAD_DIM", "CAUSAL", "BLOCK_M", "BLOCK_N",
-)  # fmt: skip
-FAST_GATING_PARAMS = GATING_PARAMS + ("BLOCK_M",)
+class ManifestError(ValueError):
+    """exercises/info.toml is malformed; the message names the entry and the field."""
+
+
+@dataclass(frozen=True)
+class Todo:
+    id: str
+    points: int
+    title: str
 
 
 @dataclass(frozen=True)
 class Exercise:
     stem: str  # file name without .py; also the exercise's id in reports
+    title: str
     kernel: str  # the @triton.jit function a submission must define
-    params: tuple[str, ...]  # the kernel's parameters, in order (fixed by the chapter)
+    interface: str  # a name in kata.interfaces.INTERFACES
     host: str  # the host function the file defines for its worked example
-    todos: tuple[str, ...]  # TODO ids, in file order
-    track: str = "core"  # "core" (the chapter, 100 points) or "performance" (04, 05)
+    todos: tuple[Todo, ...]
+    hints: tuple[str, ...]
+    track: str = "core"
+    causal: bool = False  # attention interfaces: the task is causal
+    chapter: str = ""  # the chapter section it comes from, if any
 
     @property
     def number(self) -> str:
@@ -50,37 +59,59 @@ class Exercise:
     def filename(self) -> str:
         return f"{self.stem}.py"
 
+    @property
+    def params(self) -> tuple[str, ...]:
+        return interfaces.get(self.interface).params
 
-EXERCISE_LIST = (
-    Exercise(
-        "01_flash_attention_core", "flash_attn_kernel", ATTENTION_PARAMS,
-        "flash_attention", ("rescale-acc",),
-    ),
-    Exercise(
-        "02_causal_flash_attention", "flash_attn_causal_kernel", ATTENTION_PARAMS,
-        "causal_flash_attention", ("causal-mask",),
-    ),
-    Exercise(
-        "03_moe_gating", "moe_top2_gating_kernel", GATING_PARAMS,
-        "moe_top2_gating", ("top2-mask", "renormalize"),
-    ),
-)  # fmt: skip
+    @property
+    def todo_ids(self) -> tuple[str, ...]:
+        return tuple(t.id for t in self.todos)
+
+    @property
+    def points(self) -> int:
+        return sum(t.points for t in self.todos)
 
 
-# The performance track: graded only when asked for (`nox -s grade -- 04 05` or
-# `--track performance`); its correctness points are separate from the chapter's 100.
-PERFORMANCE_LIST = (
-    Exercise(
-        "04_fast_attention", "attention_fwd_kernel", FAST_ATTENTION_PARAMS, "fast_attention",
-        ("exp2-scale", "causal-stages"), "performance",
-    ),
-    Exercise(
-        "05_fast_gating", "moe_top2_gating_fast_kernel", FAST_GATING_PARAMS, "fast_top2_gating",
-        ("rows-per-program", "top2-mask"), "performance",
-    ),
-)  # fmt: skip
-ALL_EXERCISES = EXERCISE_LIST + PERFORMANCE_LIST
-TRACKS = {"core": EXERCISE_LIST, "performance": PERFORMANCE_LIST, "all": ALL_EXERCISES}
+def _entry(raw: dict, n: int) -> Exercise:
+    where = f"{MANIFEST.name}: exercise {n} ({raw.get('stem', '?')})"
+    required = ("stem", "title", "kernel", "interface", "host", "todos", "hints")
+    missing = [key for key in required if key not in raw]
+    if missing:
+        raise ManifestError(f"{where}: missing {', '.join(missing)}")
+    known = {*required, "track", "causal", "chapter"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ManifestError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    if raw.get("track", "core") not in TRACK_NAMES:
+        raise ManifestError(f"{where}: track must be one of {', '.join(TRACK_NAMES)}")
+    if raw["interface"] not in interfaces.INTERFACES:
+        raise ManifestError(f"{where}: unknown interface {raw['interface']!r}")
+    try:
+        todos = tuple(Todo(t["id"], int(t["points"]), t["title"]) for t in raw["todos"])
+    except (KeyError, TypeError) as exc:
+        raise ManifestError(f"{where}: each TODO needs id, points and title ({exc})") from None
+    return Exercise(
+        stem=raw["stem"], title=raw["title"], kernel=raw["kernel"], interface=raw["interface"],
+        host=raw["host"], todos=todos, hints=tuple(raw["hints"]),
+        track=raw.get("track", "core"), causal=bool(raw.get("causal", False)),
+        chapter=raw.get("chapter", ""),
+    )  # fmt: skip
+
+
+def load_manifest(path: Path = MANIFEST) -> tuple[Exercise, ...]:
+    with open(path, "rb") as fh:
+        raw = tomllib.load(fh)
+    found = tuple(_entry(entry, n) for n, entry in enumerate(raw.get("exercise", []), 1))
+    stems = [ex.stem for ex in found]
+    if len(set(stems)) != len(stems) or len({s[:2] for s in stems}) != len(stems):
+        raise ManifestError(f"{path.name}: exercise stems and numbers must be unique")
+    return found
+
+
+ALL_EXERCISES = load_manifest()
+TRACKS = {name: tuple(ex for ex in ALL_EXERCISES if ex.track == name) for name in TRACK_NAMES}
+TRACKS["all"] = ALL_EXERCISES
+EXERCISE_LIST = TRACKS["core"]  # the chapter's exercises: 100 points
 
 
 def find(name: str) -> Exercise:

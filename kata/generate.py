@@ -8,37 +8,70 @@ In a solution file::
     # # hi = N                exercise: uncommented there, so the skeleton still runs
     # END SKELETON
 
-Everything else is copied as is, TODO comments included. ``python -m kata.generate`` writes the
-exercises; ``--check`` only reports which committed exercises differ from what it would write.
+Everything else is copied as is, TODO comments included. Each run of adjacent SOLUTION and
+SKELETON blocks becomes one *region* of the exercise: the lines a student is meant to edit. A
+region belongs to the nearest ``# TODO(id)`` comment above it (below it, when none is above).
+
+``python -m kata.generate`` writes the exercises and ``kata/skeletons.json``, the grader's frozen
+copy of every skeleton with its regions (it does not depend on ``solutions/`` staying the kata's
+own, and ships in the student handout); ``--check`` only reports what would change.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
+import json
 import re
 import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kata.catalogue import ALL_EXERCISES, EXERCISES, SOLUTIONS
+from kata.catalogue import ALL_EXERCISES, EXERCISES, ROOT, SOLUTIONS
 
 MARKER = re.compile(r"^\s*# (BEGIN|END) (SOLUTION|SKELETON)\s*$")
+TODO = re.compile(r"^\s*# TODO\(([^)]+)\)")
+SKELETONS = ROOT / "kata" / "skeletons.json"
 
 
 class MarkerError(ValueError):
     pass
 
 
-def strip(source: str, name: str = "<solution>") -> str:
-    """The exercise text for one solution file."""
+@dataclass(frozen=True)
+class Region:
+    """Lines ``start``..``end`` (1-based, inclusive) of a skeleton a student may rewrite for
+    TODO ``todo``; ``end == start - 1`` is an empty region: lines go in before ``start``."""
+
+    todo: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Skeleton:
+    text: str
+    regions: tuple[Region, ...]
+    comments: tuple[tuple[int, int], ...]  # the TODO comment blocks, (first, last) line
+
+    def regions_of(self, todo: str) -> list[Region]:
+        return [r for r in self.regions if r.todo == todo]
+
+
+def skeleton(source: str, name: str = "<solution>") -> Skeleton:
+    """The exercise text for one solution file, with its regions."""
     out: list[str] = []
     region: str | None = None
+    spans: list[list[int]] = []  # [start, end] in exercise lines, before TODO ids are known
     for lineno, line in enumerate(source.splitlines(keepends=True), 1):
         marker = MARKER.match(line)
         if marker:
             edge, kind = marker.groups()
             if edge == "BEGIN" and region is None:
                 region = kind
+                if not spans or spans[-1][1] != len(out):  # a new run of blocks
+                    spans.append([len(out) + 1, len(out)])
             elif edge == "END" and region == kind:
                 region = None
             else:
@@ -50,25 +83,73 @@ def strip(source: str, name: str = "<solution>") -> str:
             indent = line[: len(line) - len(line.lstrip())]
             body = line.lstrip()
             if body.rstrip("\r\n") in ("", "#"):  # a blank line inside the skeleton
-                out.append("\n")
-                continue
-            if not body.startswith("# "):
+                line = "\n"
+            elif not body.startswith("# "):
                 raise MarkerError(f"{name}:{lineno}: skeleton lines must be commented out")
-            line = indent + body[2:]
+            else:
+                line = indent + body[2:]
+            out.append(line)
+            spans[-1][1] = len(out)
+            continue
         out.append(line)
     if region is not None:
         raise MarkerError(f"{name}: '# BEGIN {region}' is never closed")
     text = "".join(out)
     ast.parse(text, filename=name)  # a skeleton must at least be valid Python
-    return text
+    lines = text.splitlines()
+    comments, todos = [], []  # (first, last, id) of each TODO comment block
+    for i, line in enumerate(lines, 1):
+        found = TODO.match(line)
+        if found:
+            last = i
+            while (
+                last < len(lines)
+                and lines[last].strip().startswith("#")
+                and not TODO.match(lines[last])
+            ):
+                last += 1
+            todos.append((i, last, found.group(1)))
+            comments.append((i, last))
+    regions = []
+    for start, end in spans:
+        above = [t for t in todos if t[1] < start]
+        below = [t for t in todos if t[0] > end]
+        owner = above[-1] if above else below[0] if below else None
+        if owner is None:
+            raise MarkerError(f"{name}: a solution region at line {start} has no TODO comment")
+        regions.append(Region(owner[2], start, end))
+    return Skeleton(text, tuple(regions), tuple(comments))
+
+
+def strip(source: str, name: str = "<solution>") -> str:
+    """The exercise text for one solution file."""
+    return skeleton(source, name).text
+
+
+def has_markers(source: str) -> bool:
+    return any(MARKER.match(line) for line in source.splitlines())
+
+
+def frozen() -> dict[str, dict]:
+    """What ``kata/skeletons.json`` holds: every skeleton, its regions and comment blocks."""
+    found = {}
+    for ex in ALL_EXERCISES:
+        sk = skeleton((SOLUTIONS / ex.filename).read_text(), ex.filename)
+        found[ex.stem] = {
+            "sha256": hashlib.sha256(sk.text.encode()).hexdigest(),
+            "regions": [asdict(r) for r in sk.regions],
+            "comments": [list(c) for c in sk.comments],
+            "text": sk.text,
+        }
+    return found
 
 
 def expected() -> dict[Path, str]:
-    """Every exercise path and the text the generator makes for it."""
-    return {
-        EXERCISES / ex.filename: strip((SOLUTIONS / ex.filename).read_text(), ex.filename)
-        for ex in ALL_EXERCISES
-    }
+    """Every generated path and the text the generator makes for it."""
+    skeletons = frozen()
+    files = {EXERCISES / f"{stem}.py": entry["text"] for stem, entry in skeletons.items()}
+    files[SKELETONS] = json.dumps(skeletons, indent=1) + "\n"
+    return files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,17 +158,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--check", action="store_true", help="report drift, write nothing")
     args = parser.parse_args(argv)
-    stale = [p for p, text in expected().items() if not p.exists() or p.read_text() != text]
+    files = expected()
+    stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
     if args.check:
         for path in stale:
-            print(
-                f"{path.relative_to(EXERCISES.parent)} differs from its solution; run `nox -s generate`"
-            )
+            print(f"{path.relative_to(ROOT)} differs from the solutions; run `nox -s generate`")
         return 1 if stale else 0
     EXERCISES.mkdir(exist_ok=True)
-    for path, text in expected().items():
+    for path, text in files.items():
         path.write_text(text)
-        print(f"wrote {path.relative_to(EXERCISES.parent)}")
+        print(f"wrote {path.relative_to(ROOT)}")
     return 0
 
 

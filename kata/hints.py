@@ -1,8 +1,8 @@
 """``nox -s hint -- 02``: show an exercise's hints one level at a time.
 
-Hints live in ``exercises/hints.toml``. How far each exercise has been revealed is remembered in
-``.kata/hints.json``, so each call shows one more level (``--all`` shows them all, ``--reset``
-starts over).
+Hints live in the manifest, ``exercises/info.toml``. How far each exercise has been revealed is
+remembered in ``.kata/hints.json``, so each call shows one more level (``--all`` shows them all,
+``--reset`` starts over).
 """
 
 from __future__ import annotations
@@ -12,19 +12,9 @@ import json
 import sys
 import textwrap
 
-from kata.catalogue import EXERCISES, ROOT, find_or_report
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
+from kata.catalogue import ROOT, find_or_report
 
 STATE = ROOT / ".kata" / "hints.json"
-
-
-def load_hints() -> dict:
-    with open(EXERCISES / "hints.toml", "rb") as fh:
-        return tomllib.load(fh)
 
 
 def _state() -> dict:
@@ -45,8 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     ex = find_or_report(args.exercise)
     if ex is None:
         return 2
-    entry = load_hints()[ex.stem]
-    levels = entry["levels"]
+    levels = ex.hints
     state = _state()
     if args.reset:
         state.pop(ex.stem, None)
@@ -55,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     STATE.parent.mkdir(exist_ok=True)
     STATE.write_text(json.dumps(state))
 
-    print(f"Hints for {ex.stem} ({entry['title']}): level {shown} of {len(levels)}")
+    print(f"Hints for {ex.stem} ({ex.title}): level {shown} of {len(levels)}")
     for n, text in enumerate(levels[:shown], 1):
         print()
         print(

@@ -15,17 +15,23 @@ def _f64(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
-def causal_mask(M: int, N: int) -> np.ndarray:
-    """(M, N) booleans: query row i sees keys 0..i (top-left alignment, like torch SDPA)."""
-    return np.arange(M)[:, None] >= np.arange(N)[None, :]
+def causal_mask(M: int, N: int, window: int | None = None) -> np.ndarray:
+    """(M, N) booleans: query row i sees keys 0..i (top-left alignment, like torch SDPA), or
+    with a ``window`` only the last ``window`` of them, keys i - window + 1 .. i."""
+    rows, cols = np.arange(M)[:, None], np.arange(N)[None, :]
+    visible = rows >= cols
+    if window is not None:
+        visible &= rows - cols < window
+    return visible
 
 
-def attention(q, k, v, causal: bool = False) -> np.ndarray:
-    """softmax(q k^T / sqrt(D)) v, optionally with the top-left causal mask."""
+def attention(q, k, v, causal: bool = False, window: int | None = None) -> np.ndarray:
+    """softmax(q k^T / sqrt(D)) v, optionally with the top-left causal mask (and a sliding
+    ``window``, which implies causal)."""
     q, k, v = _f64(q), _f64(k), _f64(v)
     scores = q @ k.T / np.sqrt(q.shape[1])
-    if causal:
-        scores = np.where(causal_mask(len(q), len(k)), scores, -np.inf)
+    if causal or window is not None:
+        scores = np.where(causal_mask(len(q), len(k), window), scores, -np.inf)
     scores = scores - scores.max(axis=1, keepdims=True)
     p = np.exp(scores)
     return (p / p.sum(axis=1, keepdims=True)) @ v

@@ -1,8 +1,8 @@
 """``nox -s reset -- 02``: put an exercise's skeleton back, keeping the student's version.
 
 The current file is moved to ``<stem>.py.bak`` (or ``.bak2``, ``.bak3``... so no backup is ever
-overwritten). The skeleton comes from the solutions when they are present (a full checkout),
-otherwise from the pristine copies a student handout ships in ``kata/pristine/``.
+overwritten). The skeleton is the frozen copy in ``kata/skeletons.json``, which the student
+handout ships too.
 """
 
 from __future__ import annotations
@@ -11,17 +11,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from kata.catalogue import EXERCISES, ROOT, SOLUTIONS, Exercise, find_or_report
-
-PRISTINE = ROOT / "kata" / "pristine"
+from kata import skeletons
+from kata.catalogue import EXERCISES, Exercise, find_or_report
 
 
 def skeleton(ex: Exercise) -> str:
-    if (SOLUTIONS / ex.filename).exists():
-        from kata.generate import strip
-
-        return strip((SOLUTIONS / ex.filename).read_text(), ex.filename)
-    return (PRISTINE / ex.filename).read_text()
+    return skeletons.pristine(ex.stem).text
 
 
 def backup_path(path: Path) -> Path:

@@ -71,9 +71,11 @@ def flash_attn_kernel(
         # TODO(rescale-acc): Everything already summed into acc was weighted against the old
         # maximum. Bring acc to the new maximum the same way l_i was, before this tile is added.
         # BEGIN SOLUTION
-        acc = acc * alpha[:, None]
+        acc = acc * alpha[:, None] + tl.dot(p, v)
         # END SOLUTION
-        acc += tl.dot(p, v)
+        # BEGIN SKELETON
+        # acc += tl.dot(p, v)
+        # END SKELETON
         m_i = m_new
 
     out = acc / l_i[:, None]

@@ -1,0 +1,129 @@
+"""Exercise 01, the instructor's checks and gallery (TODO rescale-acc).
+
+Each case exposes something: key blocks that raise the running maximum (a missing rescale), a
+maximum that falls by 120 after the first block (a reference point that is not the running
+maximum overflows), rows whose every score is near -150 (a running maximum that starts at 0
+underflows to 0/0), 30x scores (exp overflows without a running maximum), ragged shapes.
+Strides and half-precision inputs are handled by given code: they are 0-point notes.
+"""
+
+import numpy as np
+
+from grader.gallery import right, wrong
+from grader.inputs import all_low, falling, growing, qkv
+from grader.model import Case, Check
+from grader.traps import ACC_NOT_RESCALED, REFERENCE_NOT_RUNNING_MAX, RUNNING_MAX_NOT_FROM_NEG_INF
+
+
+def _as_fp32(arrays: dict) -> dict:
+    return {name: a.astype(np.float32) for name, a in arrays.items()}
+
+
+CASES = [
+    Case(name="grow-3-blocks", about="M=20, N=48, D=16; every key block raises the row maxima",
+         inputs=growing(1, 20, 48, 16, 16)),
+    Case(name="grow-blocks-16x32",
+         about="M=40, N=96, D=32, 16x32 tiles; every key block raises the row maxima",
+         inputs=growing(2, 40, 96, 32, 32), block_m=16, block_n=32),
+    Case(name="single-block", about="M=5, N=7, D=8: one key block, smaller than a tile",
+         inputs=qkv(3, 5, 7, 8)),
+    Case(name="ragged-37x53-d24", about="M=37, N=53, D=24: nothing is a multiple of a tile",
+         inputs=qkv(4, 37, 53, 24)),
+    Case(name="one-row-d64", about="M=1, N=40, D=64: a single query row", inputs=qkv(5, 1, 40, 64)),
+    Case(name="m-gt-n-50x19", about="M=50, N=19, D=8: more queries than keys",
+         inputs=qkv(6, 50, 19, 8)),
+    Case(name="falling-maxima",
+         about="M=24, N=64, D=16: in every other row the first key block scores 120 above the rest",
+         inputs=falling(7, 24, 64, 16, 16)),
+    Case(name="all-scores-low", about="M=24, N=48, D=16: every score of every other row is near -150",
+         inputs=all_low(8, 24, 48, 16)),
+    Case(name="scores-30x", about="M=24, N=64, D=16, scores 30x larger than usual",
+         inputs=qkv(9, 24, 64, 16, magnitude=30.0)),
+    Case(name="strided",
+         about="M=33, N=45, D=24 with q transposed in memory and k, v every other column",
+         inputs=qkv(10, 33, 45, 24), layout={"q": "transposed", "k": "sliced", "v": "sliced"},
+         twin="strided-plain"),
+    Case(name="strided-plain", about="the strided case's numbers, contiguous",
+         inputs=qkv(10, 33, 45, 24)),
+    Case(name="fp16-inputs", about="M=24, N=40, D=16, q/k/v in float16",
+         inputs=qkv(11, 24, 40, 16, dtype=np.float16), twin="fp16-as-fp32"),
+    Case(name="fp16-as-fp32", about="the float16 case's numbers, in float32",
+         inputs=_as_fp32(qkv(11, 24, 40, 16, dtype=np.float16))),
+]  # fmt: skip
+
+HOSTILE = (ACC_NOT_RESCALED, RUNNING_MAX_NOT_FROM_NEG_INF, REFERENCE_NOT_RUNNING_MAX)
+CHECKS = [
+    Check(id="running-max-grows", todo="rescale-acc", points=10,
+          about="Several key blocks, each raising the running maximum of every row",
+          cases=("grow-3-blocks", "grow-blocks-16x32"), judge="output", traps=(ACC_NOT_RESCALED,)),
+    Check(id="ragged-shapes", todo="rescale-acc", points=5,
+          about="M, N, D off the tile sizes, one row, one key block, M != N",
+          cases=("single-block", "ragged-37x53-d24", "one-row-d64", "m-gt-n-50x19"),
+          judge="output", traps=(ACC_NOT_RESCALED,)),
+    Check(id="hostile-scores", todo="rescale-acc", points=10,
+          about="Maxima that fall by 120, scores near -150, scores 30x larger than usual",
+          cases=("falling-maxima", "all-scores-low", "scores-30x"), judge="output",
+          traps=HOSTILE),
+    Check(id="strided-inputs", todo=None, points=0,
+          about="Note on given code: q transposed in memory, k and v every other column",
+          cases=("strided",), judge="twin"),
+    Check(id="half-precision-inputs", todo=None, points=0,
+          about="Note on given code: float16 q, k, v (the chapter uses float32)",
+          cases=("fp16-inputs",), judge="twin"),
+]  # fmt: skip
+
+REFERENCE = {"rescale-acc": "acc = acc * alpha[:, None] + tl.dot(p, v)"}
+
+_ALPHA = "alpha = tl.exp(m_i - m_new)"
+_P = "p = tl.exp(scores - m_new[:, None])"
+_SCORES = "scores = tl.dot(q, tl.trans(k)) * scale"
+_M_NEW = "m_new = tl.maximum(m_i, tl.max(scores, axis=1))"
+_M_INIT = 'm_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)'
+LOG2E = "1.4426950408889634"
+
+GALLERY = [
+    wrong("01-acc-not-rescaled", "the skeleton's mistake: l_i follows the new max, acc does not",
+          fills={"rescale-acc": "acc += tl.dot(p, v)"}, traps=["acc-not-rescaled"],
+          breaks="rescale-acc"),
+    wrong("01-rescale-after-add", "the new tile is added before acc is rescaled, so it is "
+          "scaled down too", fills={"rescale-acc": "acc = (acc + tl.dot(p, v)) * alpha[:, None]"},
+          failed=["running-max-grows"], breaks="rescale-acc"),
+    wrong("01-l-not-rescaled", "the mirror image: acc rescaled, the denominator not",
+          edits=[("l_i = l_i * alpha + tl.sum(p, axis=1)", "l_i = l_i + tl.sum(p, axis=1)")],
+          failed=["running-max-grows"]),
+    wrong("01-max-from-zero", "the running maximum starts at 0: rows scoring near -150 end 0/0",
+          edits=[(_M_INIT, "m_i = tl.zeros([BLOCK_M], dtype=tl.float32)")],
+          traps=["running-max-not-from-neg-inf"], failed=["hostile-scores"]),
+    wrong("01-tile-max-reference", "each tile's own maximum as the reference: alpha overflows "
+          "when the maximum falls", edits=[(_M_NEW, "m_new = tl.max(scores, axis=1)")],
+          traps=["reference-not-running-max"], failed=["hostile-scores"]),
+    wrong("01-no-scale", "scores not multiplied by 1/sqrt(D)",
+          edits=[(_SCORES, "scores = tl.dot(q, tl.trans(k))")]),
+    wrong("01-no-final-division", "the running sum is stored without dividing by l_i",
+          edits=[("out = acc / l_i[:, None]", "out = acc")]),
+    wrong("01-no-running-max", "exp of raw scores (max taken as 0): exact until exp overflows "
+          "on 30x scores", edits=[(_ALPHA, "alpha = tl.exp(m_new - m_new)"), (_P, "p = tl.exp(scores)")],
+          traps=["reference-not-running-max"], failed=["hostile-scores"]),
+    wrong("01-padded-keys-not-masked", "keys past N load 0 and still get exp(0 - m) weight",
+          edits=[('        scores = tl.where(col_ok[None, :], scores, float("-inf"))\n', "")],
+          failed=["ragged-shapes"]),
+    wrong("01-writes-nothing", "no store: the poisoned output buffer must be noticed as unwritten",
+          edits=[("    tl.store(out_ptrs, out, mask=row_ok[:, None] & d_ok[None, :])\n", "")],
+          expect={"message": "no output was written"}),
+    wrong("01-writes-nan", "stores NaN everywhere: told apart from an unwritten buffer",
+          edits=[("out = acc / l_i[:, None]", 'out = acc * float("nan")')],
+          expect={"message": "NaN"}),
+    wrong("01-fake-kernel", "computes attention with torch in Python: no Triton kernel runs",
+          file="fake_kernel.py", score="zero", integrity=True,
+          expect={"error": "not a Triton kernel"}),
+    right("01-rescale-two-statements", "rescale, then add the tile, as two statements",
+          fills={"rescale-acc": "acc = acc * alpha[:, None]\nacc += tl.dot(p, v)"}),
+    right("01-exp2", "exp2 with log2(e) folded into the scale",
+          edits=[(_SCORES, f"scores = tl.dot(q, tl.trans(k)) * (scale * {LOG2E})"),
+                 (_ALPHA, "alpha = tl.exp2(m_i - m_new)"), (_P, "p = tl.exp2(scores - m_new[:, None])")]),
+    right("01-max-from-large-negative", "the running maximum starts at -1e30 instead of -inf",
+          edits=[(_M_INIT, "m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)")]),
+    right("01-chapter", "the chapter's own kernel: fp32 style, its own names, 4x4 host blocks",
+          file="chapter.py", integrity=True,
+          expect={"notes_failed": ("half-precision-inputs",)}),
+]  # fmt: skip

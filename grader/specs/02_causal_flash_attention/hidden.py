@@ -1,0 +1,154 @@
+"""Exercise 02, the instructor's checks and gallery (TODO causal-mask).
+
+Besides square and rectangular shapes (top-left alignment) and uneven tiles, two hostile cases:
+scores that climb by 8 per key, so that inside one tile a row's future keys score up to 120
+above its own (a mask applied after the max and the exponential loses the row), and scores near
+-150 (a finite mask value like -100 would beat them). Strides and half-precision inputs are
+handled by given code: they are 0-point notes.
+"""
+
+import numpy as np
+
+from grader.gallery import Expect, right, wrong
+from grader.inputs import all_low, future_high, growing, qkv
+from grader.model import Case, Check
+from grader.traps import (
+    CAUSAL_BOTTOM_RIGHT,
+    CAUSAL_MASK_AFTER_EXP,
+    CAUSAL_MASK_MISSING,
+    CAUSAL_MASK_OFF_BY_ONE,
+)
+
+
+def _as_fp32(arrays: dict) -> dict:
+    return {name: a.astype(np.float32) for name, a in arrays.items()}
+
+
+CASES = [
+    Case(name="chapter-20x20", about="M=N=20, D=8: the chapter's causal example shape",
+         inputs=qkv(110, 20, 20, 8), causal=True),
+    Case(name="square-64", about="M=N=64, D=16: four diagonal tiles", inputs=qkv(111, 64, 64, 16),
+         causal=True),
+    Case(name="m-lt-n-24x56", about="M=24, N=56, D=16: fewer queries than keys",
+         inputs=qkv(112, 24, 56, 16), causal=True),
+    Case(name="m-gt-n-56x24", about="M=56, N=24, D=24: more queries than keys",
+         inputs=qkv(113, 56, 24, 24), causal=True),
+    Case(name="ragged-37x53-d24", about="M=37, N=53, D=24: nothing is a multiple of a tile",
+         inputs=qkv(104, 37, 53, 24), causal=True),
+    Case(name="one-row-d64", about="M=1, N=40, D=64: a single query row",
+         inputs=qkv(105, 1, 40, 64), causal=True),
+    Case(name="tiles-16x32", about="M=N=48, D=16, 16-row by 32-key tiles",
+         inputs=qkv(114, 48, 48, 16), block_m=16, block_n=32, causal=True),
+    Case(name="tiles-32x16", about="M=N=48, D=16, 32-row by 16-key tiles",
+         inputs=qkv(115, 48, 48, 16), block_m=32, block_n=16, causal=True),
+    Case(name="grow-blocks-16x32",
+         about="M=40, N=96, D=32, 16x32 tiles; every key block raises the row maxima",
+         inputs=growing(102, 40, 96, 32, 32), block_m=16, block_n=32, causal=True),
+    Case(name="future-keys-high",
+         about="M=N=48, D=16: inside each tile, a row's future keys score up to 120 above it",
+         inputs=future_high(116, 48, 48, 16), causal=True),
+    Case(name="future-keys-high-16x32",
+         about="M=N=64, D=16, 16x32 tiles: future keys score up to 250 above the row's own",
+         inputs=future_high(117, 64, 64, 16), block_m=16, block_n=32, causal=True),
+    Case(name="all-scores-low", about="M=N=40, D=16: every score of every other row is near -150",
+         inputs=all_low(118, 40, 40, 16), causal=True),
+    Case(name="strided",
+         about="M=33, N=45, D=24 with q transposed in memory and k, v every other column",
+         inputs=qkv(107, 33, 45, 24), layout={"q": "transposed", "k": "sliced", "v": "sliced"},
+         twin="strided-plain", causal=True),
+    Case(name="strided-plain", about="the strided case's numbers, contiguous",
+         inputs=qkv(107, 33, 45, 24), causal=True),
+    Case(name="fp16-inputs", about="M=24, N=40, D=16, q/k/v in float16",
+         inputs=qkv(108, 24, 40, 16, dtype=np.float16), twin="fp16-as-fp32", causal=True),
+    Case(name="fp16-as-fp32", about="the float16 case's numbers, in float32",
+         inputs=_as_fp32(qkv(108, 24, 40, 16, dtype=np.float16)), causal=True),
+]  # fmt: skip
+
+MASK_TRAPS = (CAUSAL_MASK_MISSING, CAUSAL_MASK_OFF_BY_ONE)
+CHECKS = [
+    Check(id="causal-square", todo="causal-mask", points=10,
+          about="M = N with diagonal tiles, including the chapter's 20x20 example",
+          cases=("chapter-20x20", "square-64"), judge="output", traps=MASK_TRAPS),
+    Check(id="causal-rectangular", todo="causal-mask", points=5,
+          about="M != N (top-left alignment), ragged D, one row",
+          cases=("m-lt-n-24x56", "m-gt-n-56x24", "ragged-37x53-d24", "one-row-d64"),
+          judge="output", traps=(*MASK_TRAPS, CAUSAL_BOTTOM_RIGHT)),
+    Check(id="causal-tiles", todo="causal-mask", points=5,
+          about="Tiles of 16x32 and 32x16, several key blocks per query block",
+          cases=("tiles-16x32", "tiles-32x16", "grow-blocks-16x32"), judge="output",
+          traps=MASK_TRAPS),
+    Check(id="causal-hostile", todo="causal-mask", points=5,
+          about="Future keys scoring up to 250 above a row inside its tile; scores near -150",
+          cases=("future-keys-high", "future-keys-high-16x32", "all-scores-low"), judge="output",
+          traps=(*MASK_TRAPS, CAUSAL_MASK_AFTER_EXP)),
+    Check(id="strided-inputs", todo=None, points=0,
+          about="Note on given code: q transposed in memory, k and v every other column",
+          cases=("strided",), judge="twin"),
+    Check(id="half-precision-inputs", todo=None, points=0,
+          about="Note on given code: float16 q, k, v (the chapter uses float32)",
+          cases=("fp16-inputs",), judge="twin"),
+]  # fmt: skip
+
+HI = "hi = tl.minimum(N, (pid_m + 1) * BLOCK_M)"
+MASK = "visible = visible & (offs_m[:, None] >= offs_n[None, :])"
+REFERENCE = {"causal-mask": (HI, MASK)}
+
+_WHERE = 'scores = tl.where(visible, scores, float("-inf"))'
+_P = "p = tl.exp(scores - m_new[:, None])"
+_SCORES = "scores = tl.dot(q, tl.trans(k)) * scale"
+_ALPHA = "alpha = tl.exp(m_i - m_new)"
+LOG2E = "1.4426950408889634"
+
+
+def _mask(condition: str, hi: str = HI) -> dict:
+    return {"causal-mask": (hi, f"visible = visible & ({condition})")}
+
+
+GALLERY = [
+    wrong("02-mask-missing", "the loop stops at the diagonal block but no per-pair mask",
+          fills={"causal-mask": (HI, "")}, traps=["causal-mask-missing"], breaks="causal-mask"),
+    wrong("02-non-causal-kernel", "the chapter's trap: 21.1's correct kernel on the causal task",
+          fills={"causal-mask": ("hi = N", "")}, traps=["causal-mask-missing"],
+          breaks="causal-mask"),
+    wrong("02-mask-strict", "strict comparison drops the diagonal (row 0 sees nothing)",
+          fills=_mask("offs_m[:, None] > offs_n[None, :]"), traps=["causal-mask-off-by-one"],
+          breaks="causal-mask"),
+    wrong("02-mask-one-ahead", "one future key admitted",
+          fills=_mask("offs_m[:, None] + 1 >= offs_n[None, :]"), traps=["causal-mask-off-by-one"],
+          breaks="causal-mask"),
+    wrong("02-mask-reversed", "rows see the future and not the past",
+          fills=_mask("offs_m[:, None] <= offs_n[None, :]"), breaks="causal-mask"),
+    wrong("02-skip-diagonal", "the loop stops before the diagonal block (block 0 sees no key)",
+          fills=_mask("offs_m[:, None] >= offs_n[None, :]", "hi = tl.minimum(N, pid_m * BLOCK_M)"),
+          breaks="causal-mask"),
+    wrong("02-bottom-right", "FlashAttention >= 2.1's bottom-right alignment, not the chapter's "
+          "top-left", fills=_mask("offs_m[:, None] + (N - M) >= offs_n[None, :]", "hi = N"),
+          traps=["causal-bottom-right"], failed=["causal-rectangular"], breaks="causal-mask"),
+    wrong("02-mask-after-exp", "the mask zeroes p after the max and exp saw every key: exact on "
+          "ordinary scores, lost when a future key scores 100 above",
+          edits=[(f"        {_WHERE}\n", ""),
+                 (_P, "p = tl.where(visible, tl.exp(scores - m_new[:, None]), 0.0)")],
+          traps=["causal-mask-after-exp"], failed=["causal-hostile"]),
+    wrong("02-mask-value-too-small", "a finite mask value of -100 beats real scores near -150",
+          edits=[(_WHERE, "scores = tl.where(visible, scores, -100.0)")],
+          failed=["causal-hostile"]),
+    right("02-exp2", "exp2 with log2(e) folded into the scale",
+          edits=[(_SCORES, f"scores = tl.dot(q, tl.trans(k)) * (scale * {LOG2E})"),
+                 (_ALPHA, "alpha = tl.exp2(m_i - m_new)"), (_P, "p = tl.exp2(scores - m_new[:, None])")]),
+    right("02-finite-mask", "a large finite mask value instead of -inf",
+          edits=[(_WHERE, "scores = tl.where(visible, scores, -1.0e30)")]),
+    right("02-no-block-skip", "every key tile visited; the mask alone makes it causal",
+          fills={"causal-mask": ("hi = N", MASK)}),
+    right("02-mask-in-one-where", "the causal condition written straight into the where",
+          fills={"causal-mask": (HI, "causal = offs_m[:, None] >= offs_n[None, :]")},
+          edits=[(_WHERE, 'scores = tl.where(visible & causal, scores, float("-inf"))')]),
+    right("02-chapter", "the chapter's own kernel: `continue` past future tiles, fp32 style",
+          file="chapter.py", integrity=True,
+          expect={"notes_failed": ("half-precision-inputs",), "warning": "continue"},
+          on_cuda=Expect(score="zero", integrity=True, error="`continue` does not compile")),
+    right("02-chapter-gpu-legal", "the chapter's kernel with the loop bounded instead of "
+          "`continue` (as it must be to compile)", file="chapter.py", integrity=True,
+          edits=[("for start in range(0, N, BLOCK_N):", "for start in range(0, tl.minimum(N, max_col), BLOCK_N):"),
+                 ("        if start >= max_col:\n            continue\n", "")],
+          expect={"notes_failed": ("half-precision-inputs",)}),
+]  # fmt: skip

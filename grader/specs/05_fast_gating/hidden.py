@@ -1,0 +1,48 @@
+"""Exercise 05 (performance track), the instructor's checks and gallery."""
+
+from grader.gallery import wrong
+from grader.inputs import dominant, logits, round_to, ties
+from grader.model import Case, Check
+from grader.traps import TIES_NOT_LOWEST_INDEX, TOP1_FILL_TOO_HIGH, TOP2_NOT_MASKED
+
+CASES = [
+    Case(name="random-1000x64", about="1000 tokens x 64 experts", inputs=logits(400, 1000, 64)),
+    Case(name="random-333x128", about="333 tokens x 128 experts", inputs=logits(401, 333, 128)),
+    Case(name="random-77x8", about="77 tokens x 8 experts", inputs=logits(402, 77, 8)),
+    Case(name="bf16-200x64", about="200 tokens x 64 experts, bfloat16",
+         inputs={"logits": round_to(logits(403, 200, 64)["logits"], "bfloat16")}, dtype="bfloat16"),
+    Case(name="negative-e6", about="40 tokens x 6 experts (padded), all logits negative",
+         inputs=logits(404, 40, 6, shift=-8.0)),
+    Case(name="ties-e8", about="exact ties: lowest index first", inputs=ties(8)),
+    Case(name="dominant-e16", about="40 tokens x 16 experts, one logit 200 above the rest",
+         inputs=dominant(405, 40, 16)),
+]  # fmt: skip
+
+CHECKS = [
+    Check(id="fast-gating-top2", todo="top2-mask", points=25,
+          about="Many rows per program, rows not a multiple of a tile, bfloat16, padded E, ties",
+          cases=("random-1000x64", "random-333x128", "random-77x8", "bf16-200x64", "negative-e6",
+                 "ties-e8", "dominant-e16"), judge="top2",
+          traps=(TOP2_NOT_MASKED, TOP1_FILL_TOO_HIGH, TIES_NOT_LOWEST_INDEX)),
+    # The weights come from given code here: a wrong row mapping is what shows in them.
+    Check(id="fast-gating-weights", todo="rows-per-program", points=25,
+          about="Renormalized weights for every token of every tile",
+          cases=("random-1000x64", "random-333x128", "random-77x8", "bf16-200x64", "negative-e6"),
+          judge="weights"),
+]  # fmt: skip
+
+REFERENCE = {
+    "rows-per-program": "rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)",
+    "top2-mask": "rest = tl.where(cols[None, :] == i0[:, None], -(2**63), packed)",
+}
+
+GALLERY = [
+    wrong("05-top2-not-masked", "the second max finds the top-1 again",
+          fills={"top2-mask": "rest = packed"}, traps=["top2-not-masked"], breaks="top2-mask",
+          failed=["fast-gating-top2"]),
+    wrong("05-highest-index-on-ties", "packs the index so that ties go to the highest expert",
+          edits=[("| (BLOCK_E - 1 - cols)[None, :].to(tl.int64)", "| cols[None, :].to(tl.int64)"),
+                 ("i0 = BLOCK_E - 1 - (top1 & 0xFFFFFFFF).to(tl.int32)", "i0 = (top1 & 0xFFFFFFFF).to(tl.int32)"),
+                 ("i1 = BLOCK_E - 1 - (top2 & 0xFFFFFFFF).to(tl.int32)", "i1 = (top2 & 0xFFFFFFFF).to(tl.int32)")],
+          traps=["ties-not-lowest-index"], failed=["fast-gating-top2"]),
+]  # fmt: skip

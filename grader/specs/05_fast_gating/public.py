@@ -1,0 +1,25 @@
+"""Exercise 05 (performance track), public checks and the shapes timed against torch."""
+
+from grader.inputs import logits
+from grader.model import Case, Check
+from grader.traps import TOP2_NOT_MASKED
+
+SKELETON_TRAPS = ()
+
+# Timed on a GPU against torch's softmax -> topk -> divide in the same process.
+TIMING = (
+    {"M": 2**20, "E": 128, "dtype": "float32"},
+    {"M": 2**20, "E": 128, "dtype": "bfloat16"},
+)
+
+CASES = [
+    Case(name="random-300x64", about="300 tokens x 64 experts", inputs=logits(941, 300, 64),
+         hidden=False),
+]  # fmt: skip
+
+CHECKS = [
+    Check(id="public-fast-gating-top2", todo="top2-mask", points=25, about="Many rows per program",
+          cases=("random-300x64",), judge="top2", traps=(TOP2_NOT_MASKED,), hidden=False),
+    Check(id="public-fast-gating-weights", todo="rows-per-program", points=25,
+          about="Many rows per program", cases=("random-300x64",), judge="weights", hidden=False),
+]  # fmt: skip

@@ -1,0 +1,270 @@
+"""The kernels' fixed interfaces: one object per kind of kernel the kata grades.
+
+An interface knows the kernel's parameters (fixed by the chapter, so that a kernel from the book
+drops into a submission), how the grader launches it on a case (through ``kata.host``, with the
+grader's own block sizes and outputs poisoned so that unwritten elements show), what it writes,
+what right means (a float64 oracle and a tolerance per output and input dtype), and what torch
+does instead (the baseline the performance track is timed against).
+
+This module imports nothing outside the standard library at the top: nox's own Python reads the
+manifest, which names interfaces. torch, numpy and triton are imported where they are used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# ---- parameters, as the chapter fixes them -----------------------------------------------------
+
+ATTENTION_PARAMS = (
+    "q_ptr", "k_ptr", "v_ptr", "out_ptr", "M", "N", "D",
+    "stride_qm", "stride_qd", "stride_kn", "stride_kd", "stride_vn", "stride_vd",
+    "stride_om", "stride_od", "scale", "BLOCK_M", "BLOCK_N", "BLOCK_D",
+)  # fmt: skip
+WINDOW_ATTENTION_PARAMS = ATTENTION_PARAMS[:-3] + ("WINDOW",) + ATTENTION_PARAMS[-3:]
+GATING_PARAMS = (
+    "logits_ptr", "weight0_ptr", "weight1_ptr", "idx0_ptr", "idx1_ptr", "M", "E", "stride_m",
+    "BLOCK_E",
+)  # fmt: skip
+BHSD_ATTENTION_PARAMS = (
+    "q_ptr", "k_ptr", "v_ptr", "out_ptr",
+    "stride_qb", "stride_qh", "stride_qs", "stride_kb", "stride_kh", "stride_ks",
+    "stride_vb", "stride_vh", "stride_vs", "stride_ob", "stride_oh", "stride_os",
+    "H", "S", "sm_scale", "HEAD_DIM", "CAUSAL", "BLOCK_M", "BLOCK_N",
+)  # fmt: skip
+TILED_GATING_PARAMS = GATING_PARAMS + ("BLOCK_M",)
+
+# ---- poison: what an output buffer holds before the kernel runs --------------------------------
+# A NaN with a payload no arithmetic produces (computed NaNs are 0x7FC00000 or 0x7FFFFFFF), so
+# that "never written" and "written as NaN" can be told apart bit for bit.
+POISON_BITS = {"float32": 0x7FC0BEEF, "float16": 0x7EEF, "bfloat16": 0x7FEF}
+INDEX_POISON = -1_588_444_911  # an int32 no kernel writes by accident
+
+
+def poisoned(torch, shape, dtype: str, device):
+    """A tensor of ``shape`` and ``dtype`` (a torch dtype name) full of the poison value."""
+    if dtype == "int32":
+        return torch.full(shape, INDEX_POISON, dtype=torch.int32, device=device)
+    int_type = torch.int32 if dtype == "float32" else torch.int16  # every payload is positive
+    raw = torch.full(shape, POISON_BITS[dtype], dtype=int_type, device=device)
+    return raw.view(getattr(torch, dtype))
+
+
+def unwritten(torch, tensor):
+    """Which elements of a poisoned tensor still hold the poison."""
+    if tensor.dtype == torch.int32:
+        return tensor == INDEX_POISON
+    name = str(tensor.dtype).removeprefix("torch.")
+    int_type = torch.int32 if name == "float32" else torch.int16
+    return tensor.view(int_type) == POISON_BITS[name]
+
+
+def _tensor(torch, array, layout: str | None, device):
+    """Put a NumPy array on the device with the requested memory layout."""
+    t = torch.from_numpy(array)
+    if layout == "transposed":  # column-major: strides (1, rows)
+        return t.t().contiguous().to(device).t()
+    if layout == "sliced":  # every other column of a wider tensor: strides (2 * cols, 2)
+        buf = torch.zeros(t.shape[0], 2 * t.shape[1], dtype=t.dtype, device=device)
+        buf[:, ::2] = t.to(device)
+        return buf[:, ::2]
+    if layout == "row-sliced":  # every other row: strides (2 * cols, 1)
+        buf = torch.zeros(2 * t.shape[0], t.shape[1], dtype=t.dtype, device=device)
+        buf[::2] = t.to(device)
+        return buf[::2]
+    if layout is not None:
+        raise ValueError(f"unknown layout {layout!r}")
+    return t.to(device)
+
+
+# ---- the interfaces ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Interface:
+    """What every interface has. ``launch`` runs in the launcher (the student's process) and
+    returns torch tensors; ``expected`` runs in the grader, in float64 NumPy."""
+
+    name: str
+    params: tuple[str, ...]
+    outputs: tuple[str, ...]  # what the kernel writes, in the order of its pointers
+    judges: tuple[str, ...]  # the judges (grader.judges) its checks may use
+    about: str
+    # A trap's form must sit this many absolute tolerances from the right answer on some case,
+    # or the check could pay for the mistake (grader.checking.prove_traps_visible).
+    separation: float = 100.0
+
+    def inputs(self, torch, case, device) -> dict:
+        ins = {k: _tensor(torch, a, case.layout.get(k), device) for k, a in case.inputs.items()}
+        if case.dtype:
+            ins = {k: v.to(getattr(torch, case.dtype)) for k, v in ins.items()}
+        return ins
+
+    def launch(self, torch, kernel, case, device) -> dict:
+        raise NotImplementedError
+
+    def expected(self, case) -> dict:
+        raise NotImplementedError
+
+    def tolerance(self, key: str, dtype: str | None) -> tuple[float, float]:
+        """(atol, rtol) for output ``key`` when the inputs are ``dtype`` (None: float32)."""
+        raise NotImplementedError
+
+
+class Attention2D(Interface):
+    """01, 02: q (M, D), k and v (N, D) of any float dtype and strides; out (M, D) float32."""
+
+    def launch(self, torch, kernel, case, device):
+        from kata import host
+
+        ins = self.inputs(torch, case, device)
+        out = poisoned(torch, tuple(ins["q"].shape), "float32", device)
+        host.launch_attention(kernel, ins["q"], ins["k"], ins["v"], block_m=case.block_m,
+                              block_n=case.block_n, out=out, **self._extra(case))  # fmt: skip
+        return {"out": out}
+
+    def _extra(self, case) -> dict:
+        return {}
+
+    def expected(self, case):
+        from kata import oracles
+
+        q, k, v = (case.inputs[n] for n in "qkv")
+        return {"out": oracles.attention(q, k, v, causal=case.causal, window=case.window)}
+
+    def tolerance(self, key, dtype):
+        return (1e-4, 1e-4)  # the chapter's atol; fp32 kernels land near 1e-6
+
+
+class WindowAttention2D(Attention2D):
+    """06: causal attention where row i sees keys i - WINDOW + 1 .. i."""
+
+    def _extra(self, case):
+        return {"window": case.window}
+
+
+class Gating(Interface):
+    """03: logits (M, E); w0, w1 float32 and idx0, idx1 int32, each (M,); one row a program."""
+
+    def _launch_helper(self):
+        from kata import host
+
+        return host.launch_gating
+
+    def launch(self, torch, kernel, case, device):
+        logits = self.inputs(torch, case, device)["logits"]
+        M = logits.shape[0]
+        outs = {
+            "w0": poisoned(torch, (M,), "float32", device),
+            "w1": poisoned(torch, (M,), "float32", device),
+            "idx0": poisoned(torch, (M,), "int32", device),
+            "idx1": poisoned(torch, (M,), "int32", device),
+        }
+        self._launch_helper()(kernel, logits, out=tuple(outs.values()))
+        return outs
+
+    def expected(self, case):
+        from kata import oracles
+
+        w0, w1, idx0, idx1 = oracles.top2_gating(case.inputs["logits"])
+        return {"w0": w0, "w1": w1, "idx0": idx0, "idx1": idx1}
+
+    def tolerance(self, key, dtype):
+        if key == "prob":  # a chosen expert's probability against the k-th largest
+            return (1e-6, 1e-5)
+        return (1e-5, 1e-5)  # the weights (the chapter's atol)
+
+
+class TiledGating(Gating):
+    """05: like 03, but one program owns BLOCK_M tokens (autotuned)."""
+
+    def _launch_helper(self):
+        from kata import host
+
+        return host.launch_fast_gating
+
+    def baseline(self, torch, logits):
+        w, i = torch.topk(torch.softmax(logits.float(), dim=-1), 2, dim=-1)
+        return w / w.sum(dim=-1, keepdim=True), i
+
+    def timed(self, torch, kernel, shape: dict):
+        """(kernel call, torch call, label, baseline name) on one random problem of ``shape``:
+        M tokens x E experts in ``dtype``."""
+        from kata import host
+
+        M, E = shape["M"], shape["E"]
+        x = torch.randn(M, E, device="cuda", dtype=getattr(torch, shape["dtype"]))
+        outs = tuple(torch.empty(M, device="cuda", dtype=t) for t in
+                     (torch.float32, torch.float32, torch.int32, torch.int32))  # fmt: skip
+        label = f"M={M // 2**20}M E={E} {shape['dtype']}" if M >= 2**20 else f"M={M} E={E}"
+        return (lambda: host.launch_fast_gating(kernel, x, out=outs),
+                lambda: self.baseline(torch, x), label, "torch softmax -> topk -> divide")  # fmt: skip
+
+
+class BHSDAttention(Interface):
+    """04: q, k, v (B, H, S, D) in float16 / bfloat16; out like q; causal per case."""
+
+    def launch(self, torch, kernel, case, device):
+        from kata import host
+
+        ins = self.inputs(torch, case, device)
+        out = poisoned(torch, tuple(ins["q"].shape), case.dtype or "float32", device)
+        host.launch_fast_attention(kernel, ins["q"], ins["k"], ins["v"], causal=case.causal,
+                                   out=out)  # fmt: skip
+        return {"out": out}
+
+    def expected(self, case):
+        import numpy as np
+
+        from kata import oracles
+
+        q, k, v = (case.inputs[n] for n in "qkv")
+        B, H = q.shape[:2]
+        out = np.empty(q.shape)
+        for b in range(B):
+            for h in range(H):
+                out[b, h] = oracles.attention(q[b, h], k[b, h], v[b, h], causal=case.causal)
+        return {"out": out}
+
+    def tolerance(self, key, dtype):
+        return (1e-2, 1e-2)  # P is rounded to 16 bits before P @ V, and out is 16-bit
+
+    def baseline(self, torch, q, k, v, causal):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    def timed(self, torch, kernel, shape: dict):
+        """(kernel call, torch call, label, baseline name) on one random bf16 problem of
+        ``shape``: B, H, S, D and causal."""
+        from kata import host
+
+        B, H, S, D, causal = (shape[k] for k in ("B", "H", "S", "D", "causal"))
+        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in "qkv")
+        out = torch.empty_like(q)
+        label = f"B={B} H={H} S={S} D={D} bf16" + (" causal" if causal else "")
+        return (lambda: host.launch_fast_attention(kernel, q, k, v, causal=causal, out=out),
+                lambda: self.baseline(torch, q, k, v, causal), label, "torch SDPA")  # fmt: skip
+
+
+INTERFACES: dict[str, Interface] = {
+    i.name: i
+    for i in (
+        Attention2D("attention", ATTENTION_PARAMS, ("out",), ("output",),
+                    "2-D attention: q (M, D), k and v (N, D), out (M, D) float32"),
+        WindowAttention2D("window-attention", WINDOW_ATTENTION_PARAMS, ("out",), ("output",),
+                          "2-D causal attention over a sliding window of WINDOW keys"),
+        Gating("gating", GATING_PARAMS, ("w0", "w1", "idx0", "idx1"), ("top2", "weights"),
+               "top-2 gating: logits (M, E); w0, w1, idx0, idx1 (M,); one row per program"),
+        BHSDAttention("bhsd-attention", BHSD_ATTENTION_PARAMS, ("out",), ("output",),
+                      "(B, H, S, D) attention in float16 / bfloat16, causal or not",
+                      separation=10.0),  # 100 x its 1e-2 would ask for differences of 1
+        TiledGating("tiled-gating", TILED_GATING_PARAMS, ("w0", "w1", "idx0", "idx1"),
+                    ("top2", "weights"), "top-2 gating with BLOCK_M tokens per program"),
+    )
+}  # fmt: skip
+
+
+def get(name: str) -> Interface:
+    try:
+        return INTERFACES[name]
+    except KeyError:
+        raise KeyError(f"no interface {name!r}; known: {', '.join(INTERFACES)}") from None
