@@ -32,8 +32,9 @@ RUNTIME = {
     "pytest_jsonreport": "pytest-json-report>=1.5",
 }
 if sys.version_info < (3, 11):
-    RUNTIME["tomli"] = "tomli"  # hints.toml; tomllib is in the standard library from 3.11
+    RUNTIME["tomli"] = "tomli"  # exercises/info.toml; tomllib is in the standard library from 3.11
 DEV = {"ruff": "ruff"}
+TEST = {"jsonschema": "jsonschema"}  # the report contract, docs/report.schema.json
 
 
 def _env_python(session: nox.Session, extra: dict[str, str] | None = None) -> str:
@@ -72,17 +73,7 @@ def grade(session: nox.Session) -> None:
 @nox.session
 def run(session: nox.Session) -> None:
     """Run an exercise's worked example: `nox -s run -- 02` (`--solutions`: the reference)."""
-    sys.path.insert(0, str(ROOT))
-    from kata.catalogue import EXERCISE_LIST, EXERCISES, SOLUTIONS, find
-
-    args = list(session.posargs)
-    folder = SOLUTIONS if "--solutions" in args else EXERCISES
-    if not folder.is_dir():
-        session.error("this copy has no solutions/ (a student handout); run your exercises instead")
-    names = [a for a in args if a != "--solutions"] or [ex.number for ex in EXERCISE_LIST]
-    python = _env_python(session)
-    for name in names:
-        session.run(python, str(folder / find(name).filename), success_codes=[0, 1])
+    session.run(_env_python(session), "-m", "kata.run", *session.posargs, success_codes=[0, 1])
 
 
 @nox.session
@@ -110,7 +101,7 @@ if (ROOT / "solutions").is_dir():
     @nox.session
     def tests(session: nox.Session) -> None:
         """The repository's own tests (kernels, generator, grader, tools), validate, ruff."""
-        python = _env_python(session, DEV)
+        python = _env_python(session, {**DEV, **TEST})
         session.run(python, "-m", "pytest", *(session.posargs or ["tests"]))
         if not session.posargs:
             session.run(python, "-m", "grader.validate")
@@ -119,7 +110,7 @@ if (ROOT / "solutions").is_dir():
 
     @nox.session
     def validate(session: nox.Session) -> None:
-        """Prove the grader: solutions 100, skeletons 0, every known-wrong kernel caught."""
+        """Prove the grader: the tree consistent, solutions 100, skeletons 0, galleries judged."""
         session.run(_env_python(session), "-m", "grader.validate", *session.posargs)
 
     @nox.session

@@ -62,10 +62,13 @@ def attention_blocks(D: int, block_m: int = 16, block_n: int = 16) -> tuple[int,
     return block_m, block_n, block_d
 
 
-def launch_attention(kernel, q, k, v, *, block_m: int = 16, block_n: int = 16, out=None):
+def launch_attention(kernel, q, k, v, *, block_m: int = 16, block_n: int = 16, out=None,
+                     **extra):  # fmt: skip
     """Check the inputs, then run an attention ``kernel`` with the chapter's signature.
 
-    ``out`` may be a preallocated (M, D) float32 tensor (the grader passes one filled with NaN).
+    ``out`` may be a preallocated (M, D) float32 tensor (the grader passes one filled with a
+    poison value). ``extra`` keyword arguments go to the kernel as they are: an interface with
+    more parameters than the chapter's (a sliding ``WINDOW``, say) passes them by name.
     """
     check_attention_inputs(q, k, v)
     M, D = q.shape
@@ -81,7 +84,7 @@ def launch_attention(kernel, q, k, v, *, block_m: int = 16, block_n: int = 16, o
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         out.stride(0), out.stride(1),
         1.0 / math.sqrt(D),
-        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=BLOCK_D,
+        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=BLOCK_D, **extra,
     )  # fmt: skip
     return out
 

@@ -140,7 +140,7 @@ class WindowAttention2D(Attention2D):
     """06: causal attention where row i sees keys i - WINDOW + 1 .. i."""
 
     def _extra(self, case):
-        return {"window": case.window}
+        return {"WINDOW": case.window}
 
 
 class Gating(Interface):
