@@ -254,7 +254,7 @@ RUNNING_MAX_NOT_FROM_NEG_INF = Trap(
     message="The running maximum must start at -inf (or below every score). Started at 0, it "
     "stays the reference point of rows whose scores are all far below 0, exp() underflows for "
     "every key, and the row ends as 0/0. It is given code, just above TODO(rescale-acc).",
-    hint="start m_i at -inf, not 0 (given code around TODO rescale-acc)",
+    hint="start m_i at -inf, not 0 (TODO rescale-acc)",
     forms=_max_from_zero,
 )
 REFERENCE_NOT_RUNNING_MAX = Trap(

@@ -2,22 +2,30 @@
 and random inputs that are the same numbers on every backend."""
 
 import functools
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
 
 # kata.runtime picks the GPU or Triton's interpreter; the kernel files import it before triton.
-from kata import catalogue, runtime
+from kata import catalogue, runtime, skeletons
+
+# The untouched skeletons, written once per test session: tests never read the working copy of
+# exercises/, which a student edits (the README's test command passes in a solved checkout).
+SKELETONS = Path(tempfile.mkdtemp(prefix="kata-skeletons-"))
 
 
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "slow: runs Python in a subprocess (a few seconds each)")
+    for ex in catalogue.ALL_EXERCISES:
+        (SKELETONS / ex.filename).write_text(skeletons.pristine(ex.stem).text)
 
 
 @functools.cache
 def _load(folder: str, exercise: str):
     ex = catalogue.find(exercise)
-    root = catalogue.SOLUTIONS if folder == "solutions" else catalogue.EXERCISES
+    root = catalogue.SOLUTIONS if folder == "solutions" else SKELETONS
     return catalogue.load_file(root / ex.filename)
 
 
@@ -35,7 +43,7 @@ def solution():
 
 @pytest.fixture(scope="session")
 def exercise():
-    """``exercise("01")``: the module of the untouched ``exercises/01_*.py``."""
+    """``exercise("01")``: the module of exercise 01's untouched skeleton (the frozen copy)."""
     return functools.partial(_load, "exercises")
 
 

@@ -4,6 +4,7 @@ the Gradescope autograder zip."""
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,12 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from kata import catalogue, hints, reset
-from kata.bundles import HIDDEN, autograder, handout
+from kata import catalogue, hints, reset, skeletons
+from kata.bundles import autograder, handout, instructors_only
 
 ROOT = catalogue.ROOT
 slow = pytest.mark.slow
 STEMS = [ex.stem for ex in catalogue.EXERCISE_LIST]
+
+
+def copy_skeleton(ex, folder: Path) -> None:
+    (folder / ex.filename).write_text(skeletons.pristine(ex.stem).text)
 
 
 def outside_path() -> str:
@@ -35,7 +40,7 @@ def run(*args, cwd=ROOT, env=None, timeout=600):
 
 def test_hints_reveal_one_level_at_a_time(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(hints, "STATE", tmp_path / "hints.json")
-    levels = hints.load_hints()["02_causal_flash_attention"]["levels"]
+    levels = catalogue.find("02").hints
     assert len(levels) >= 2
     for shown in range(1, len(levels) + 2):
         assert hints.main(["02"]) == 0
@@ -60,16 +65,14 @@ def test_hints_never_contain_the_solution_code():
                 answers.append(" ".join(line.split()))
     assert answers
     every_hint = " ".join(
-        " ".join(level.split()) for e in hints.load_hints().values() for level in e["levels"]
+        " ".join(level.split()) for ex in catalogue.ALL_EXERCISES for level in ex.hints
     )
     for answer in answers:
         assert answer not in every_hint, answer
 
 
 def test_every_exercise_has_hints():
-    data = hints.load_hints()
-    assert set(data) == {ex.stem for ex in catalogue.ALL_EXERCISES}
-    assert all(len(entry["levels"]) >= 2 for entry in data.values())
+    assert all(len(ex.hints) >= 2 for ex in catalogue.ALL_EXERCISES)
 
 
 def test_reset_restores_the_skeleton_and_keeps_backups(tmp_path):
@@ -80,13 +83,13 @@ def test_reset_restores_the_skeleton_and_keeps_backups(tmp_path):
         path.write_text(f"# my work {n}\n")
         backup = reset.reset(ex, tmp_path)
         assert backup.name == ex.filename + suffix and backup.read_text() == f"# my work {n}\n"
-        assert path.read_text() == (catalogue.EXERCISES / ex.filename).read_text()
+        assert path.read_text() == skeletons.pristine(ex.stem).text
     assert reset.reset(ex, tmp_path) is None  # already pristine: nothing to back up
 
 
 @slow
 def test_watch_grades_once_and_stops(tmp_path):
-    shutil.copy(catalogue.SOLUTIONS / "03_moe_gating.py", tmp_path)
+    shutil.copy(catalogue.SOLUTIONS / catalogue.find("03").filename, tmp_path)
     proc = run("-m", "kata.watch", "03", "--target", str(tmp_path), "--max-runs", "1")
     assert proc.returncode == 0, proc.stderr
     assert "watching" in proc.stdout and "50/50" in proc.stdout
@@ -99,20 +102,16 @@ def test_batch_grades_a_class_and_resumes(tmp_path):
         folder = subs / student
         folder.mkdir(parents=True)
         for ex in catalogue.EXERCISE_LIST:
-            pick = (
-                catalogue.SOLUTIONS
-                if source == "solutions" or (source == "mixed" and ex.number != "02")
-                else catalogue.EXERCISES
-            )
-            shutil.copy(pick / ex.filename, folder)
+            if source == "solutions" or (source == "mixed" and ex.number != "02"):
+                shutil.copy(catalogue.SOLUTIONS / ex.filename, folder)
+            else:
+                copy_skeleton(ex, folder)
     proc = run("-m", "grader.batch", "--submissions", str(subs), "--out", str(out), "--jobs", "2")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
     assert (rows["ada"]["score"], rows["bob"]["score"], rows["cy"]["score"]) == ("100", "0", "75")
-    assert (
-        rows["cy"]["02_causal_flash_attention"] == "0"
-        and rows["cy"]["traps"] == "causal-mask-missing"
-    )
+    assert rows["cy"][catalogue.find("02").stem] == "0"
+    assert rows["cy"]["traps"] == "causal-mask-missing"
     assert set(rows["bob"]["traps"].split(";")) == {
         "acc-not-rescaled", "causal-mask-missing", "top2-not-masked", "weights-not-renormalized"}  # fmt: skip
     assert json.loads((out / "ada" / "score.json").read_text())["score"] == 100
@@ -127,13 +126,37 @@ def test_batch_grades_a_class_and_resumes(tmp_path):
 def test_handout_holds_no_solutions_or_hidden_checks(tmp_path):
     names = zipfile.ZipFile(handout(tmp_path / "h.zip")).namelist()
     assert not [n for n in names if "/solutions/" in n or "/tests/" in n]
-    assert not [n for n in names if n.startswith("triton-kata/grader/") and Path(n).name in HIDDEN
-                and Path(n).parent.name == "grader"]  # fmt: skip
+    inside = [Path(n).relative_to("triton-kata") for n in names]
+    assert not [n for n in inside if instructors_only(n)]
+    assert not [n for n in inside if n.name == "hidden.py" or "gallery" in n.parts[2:]]
     for ex in catalogue.EXERCISE_LIST:
         assert f"triton-kata/exercises/{ex.filename}" in names
-        assert f"triton-kata/kata/pristine/{ex.filename}" in names
-    assert "triton-kata/grader/public.py" in names and "triton-kata/README.md" in names
+        assert f"triton-kata/grader/specs/{ex.stem}/public.py" in names
+    for name in ("README.md", "kata/skeletons.json", "exercises/info.toml"):
+        assert f"triton-kata/{name}" in names
     assert "triton-kata/docs/instructors.md" not in names
+
+
+def _mentioned(name: str, text: str) -> bool:
+    """A case name in the text: as a whole token when it is distinctive (has a digit or a
+    hyphen), else only quoted or in backticks (plain words like "strided" are prose too)."""
+    if re.search(r"[\d-]", name) and re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text):
+        return True
+    return any(f"{q}{name}{q}" in text for q in ('"', "'", "`"))
+
+
+def test_no_hidden_case_reaches_the_handout(tmp_path):
+    """The names of hidden cases appear nowhere in the handout's files (the ids of hidden
+    checks may: students see them in their grades, with what they cover, never their inputs)."""
+    from grader import specs
+
+    bundle = zipfile.ZipFile(handout(tmp_path / "h.zip"))
+    text = "\n".join(bundle.read(n).decode(errors="replace") for n in bundle.namelist())
+    for ex in catalogue.ALL_EXERCISES:
+        names = {c.name for c in specs.load(ex.stem, "hidden").cases.values() if c.hidden}
+        assert names
+        leaked = sorted(n for n in names if _mentioned(n, text))
+        assert not leaked, f"{ex.stem}: hidden names in the handout: {leaked}"
 
 
 @slow
@@ -150,11 +173,12 @@ def test_handout_works_on_its_own(tmp_path):
     assert set(report["traps"]) == {
         "acc-not-rescaled", "causal-mask-missing", "top2-not-masked", "weights-not-renormalized"}  # fmt: skip
     assert "hidden ones" in proc.stdout
-    # reset works without solutions, from the pristine copies
-    target = top / "exercises" / "01_flash_attention_core.py"
+    # reset works without solutions, from the frozen skeletons
+    ex = catalogue.find("01")
+    target = top / "exercises" / ex.filename
     target.write_text("# broken\n")
     assert run("-m", "kata.reset", "01", cwd=top, env=env).returncode == 0
-    assert target.read_text() == (catalogue.EXERCISES / target.name).read_text()
+    assert target.read_text() == skeletons.pristine(ex.stem).text
 
 
 @slow
@@ -170,8 +194,10 @@ def test_autograder_grades_a_submission(tmp_path):
     nested = root / "submission" / "my-upload"  # students often zip a folder
     nested.mkdir(parents=True)
     for ex in catalogue.EXERCISE_LIST:
-        pick = catalogue.EXERCISES if ex.number == "02" else catalogue.SOLUTIONS
-        shutil.copy(pick / ex.filename, nested)
+        if ex.number == "02":
+            copy_skeleton(ex, nested)
+        else:
+            shutil.copy(catalogue.SOLUTIONS / ex.filename, nested)
     # run_autograder calls `python3`: let that be this interpreter, as setup.sh makes it there.
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "PYTHONPATH": outside_path(), "PATH": path}

@@ -1,0 +1,138 @@
+"""Grader regression tests as golden folders, exercism style: each ``tests/submissions/<case>/``
+holds a submission (small files whole, or recipes in ``case.toml`` built from the kata's own
+solutions and skeletons) and the summary the grader must report for it. One test per folder.
+
+``case.toml``:
+
+    about = "..."               what the folder proves
+    args = ["--timeout", "5"]   extra grader arguments
+    grade = ["01", "02"]        exercises to grade (default: those with files or expectations)
+    [files.NN]                  a file built from "solution" or "skeleton" (+ append, replace)
+    [expect.NN]                 score ("full" or points), status (every check's), traps, error
+                                / messages (regular expressions), line_of, integrity_ok,
+                                strict_zeroed, output_cut, max_seconds
+    [target]                    files that must be absent / present in the target afterwards
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from kata import skeletons
+from kata.catalogue import ROOT, SOLUTIONS, find
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+HERE = Path(__file__).resolve().parent / "submissions"
+CASES = sorted(p.name for p in HERE.iterdir() if (p / "case.toml").is_file())
+OUTPUT_LIMIT = 4096  # grader.process keeps this many bytes of a child's output at each end
+
+
+def build(case: Path, target: Path, report: Path) -> dict:
+    """Copy the folder's files into ``target``, build its recipes; return its case.toml."""
+    spec = tomllib.loads((case / "case.toml").read_text())
+    target.mkdir(parents=True)
+    for path in case.iterdir():
+        if path.name != "case.toml":
+            shutil.copy(path, target / path.name)
+    for number, recipe in spec.get("files", {}).items():
+        ex = find(number)
+        if recipe["from"] == "solution":
+            text = (SOLUTIONS / ex.filename).read_text()
+        else:
+            text = skeletons.pristine(ex.stem).text
+        for old, new in recipe.get("replace", []):
+            assert text.count(old) == 1, f"{case.name}: {old!r} must occur once in {ex.filename}"
+            text = text.replace(old, new)
+        text += recipe.get("append", "").replace("{report!r}", repr(str(report)))
+        (target / ex.filename).write_text(text)
+    return spec
+
+
+def grade(target: Path, report: Path, numbers: list[str], args: list[str]):
+    device = os.environ.get("KATA_TEST_DEVICE", "auto")
+    cmd = [sys.executable, "-m", "grader", *numbers, "--device", device, "--target", str(target),
+           "--report", str(report), *args]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(report.read_text()), proc.stdout
+
+
+def check_exercise(case: str, got: dict, want: dict, target: Path) -> None:
+    where = f"{case}: {got['id']}"
+    checks = got["checks"]
+    if want.get("score") == "full":
+        assert got["score"] == got["max_score"], (where, checks)
+    elif "score" in want:
+        assert got["score"] == want["score"], (where, checks)
+    if "status" in want:
+        assert {c["status"] for c in checks if c["todo"]} == {want["status"]}, (where, checks)
+    assert sorted({c["trap"] for c in checks if c["trap"]}) == sorted(want.get("traps", [])), where
+    for pattern in want.get("error", []):
+        assert got["error"] and re.search(pattern, got["error"]), (where, got["error"])
+    if "error" not in want and want.get("status") != "error":
+        assert got["error"] is None, (where, got["error"])
+    messages = [c["message"] for c in checks if c["todo"]]
+    for pattern in want.get("messages", []):
+        assert all(re.search(pattern, m) for m in messages), (where, pattern, messages)
+    if "line_of" in want:
+        text = (target / Path(got["file"]).name).read_text()
+        (line,) = [n for n, s in enumerate(text.splitlines(), 1) if want["line_of"] in s]
+        said = [got["error"]] if got["error"] else messages
+        assert all(f"line {line} of {Path(got['file']).name}" in m for m in said), (where, said)
+    if "integrity_ok" in want:
+        assert got["integrity"]["ok"] == want["integrity_ok"], (where, got["integrity"])
+    if "strict_zeroed" in want:
+        assert got["integrity"]["strict_zeroed"] == want["strict_zeroed"], where
+    if want.get("output_cut"):
+        head, _, tail = got["output"].partition("bytes of output left out")
+        assert int(re.search(r"\[\.\.\. (\d+) $", head).group(1)) >= 51_000_000 - 2 * OUTPUT_LIMIT
+        assert head.startswith("x" * 1000) and tail.rstrip().endswith("y" * 1000)
+    assert len(got["output"].encode()) <= 2 * OUTPUT_LIMIT + 200, where
+    if "max_seconds" in want:
+        assert got["duration_s"] < want["max_seconds"], where
+
+
+def run_case(case: str, tmp: Path):
+    target, report = tmp / case / "target", tmp / case / "out" / "score.json"
+    spec = build(HERE / case, target, report)
+    numbers = spec.get("grade") or sorted(set(spec.get("expect", {})) | set(spec.get("files", {})))
+    return spec, target, numbers, *grade(target, report, numbers, spec.get("args", []))
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """Every folder graded, a few at a time (each grading is its own processes)."""
+    tmp = tmp_path_factory.mktemp("golden")
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
+        futures = {case: pool.submit(run_case, case, tmp) for case in CASES}
+        yield {case: future for case, future in futures.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES)
+def test_golden(case, graded):
+    spec, target, numbers, got, console = graded[case].result()
+    expect = spec.get("expect", {})
+    # The report on disk is the grader's own, complete for the exercises asked for.
+    assert [e["id"] for e in got["exercises"]] == [find(n).stem for n in numbers], console
+    assert got["score"] == sum(e["score"] for e in got["exercises"])
+    for number, want in expect.items():
+        (exercise,) = [e for e in got["exercises"] if e["id"] == find(number).stem]
+        check_exercise(case, exercise, want, target)
+    for name in spec.get("target", {}).get("absent", []):
+        assert not (target / name).exists(), f"{case}: {name} was created"
+    for name in spec.get("target", {}).get("present", []):
+        assert (target / name).exists(), f"{case}: {name} was not created"
