@@ -265,7 +265,7 @@ REFERENCE_NOT_RUNNING_MAX = Trap(
     "max). With another one (each tile's own maximum, or none at all), a score far above the "
     "reference, or alpha = exp(m_old - m_new) when a row's maximum falls, overflows and the "
     "row ends as inf or NaN. Revisit TODO(rescale-acc) and the lines around it.",
-    hint="m_new = max(m_i, max of the tile) (TODO rescale-acc)",
+    hint="m_new = max(m_i, tile max), always (TODO rescale-acc)",
     forms=_not_running_max,
 )
 CAUSAL_MASK_MISSING = Trap(

@@ -30,6 +30,12 @@ def _load(folder: str, exercise: str):
 
 
 @pytest.fixture(scope="session")
+def skeleton_dir() -> Path:
+    """A folder holding every untouched skeleton under its exercise's file name."""
+    return SKELETONS
+
+
+@pytest.fixture(scope="session")
 def device() -> str:
     """Where kernels run: ``cuda`` on a GPU, ``cpu`` under Triton's interpreter."""
     return runtime.DEVICE

@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
-from conftest import SKELETONS
 
 from grader.model import Case
 from grader.traps import online_softmax
@@ -245,10 +244,10 @@ def _run_script(path) -> tuple[int, str]:
 
 
 @pytest.fixture(scope="module")
-def scripts():
+def scripts(skeleton_dir):
     """Every solution and untouched skeleton run as a script, a few at a time:
     ``{"solutions/<file>" or "skeleton/<file>": (rc, out)}``."""
-    folders = {"solutions": SOLUTIONS, "skeleton": SKELETONS}
+    folders = {"solutions": SOLUTIONS, "skeleton": skeleton_dir}
     paths = [(tag, folder / ex.filename) for tag, folder in folders.items() for ex in EXERCISE_LIST]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         runs = pool.map(_run_script, [path for _, path in paths])

@@ -1,16 +1,20 @@
 """Grader regression tests as golden folders, exercism style: each ``tests/submissions/<case>/``
-holds a submission (small files whole, or recipes in ``case.toml`` built from the kata's own
-solutions and skeletons) and the summary the grader must report for it. One test per folder.
+holds a submission (small files whole, ``NAME.in`` for a file that must not be live in the
+repository, or recipes in ``case.toml`` built from the kata's own solutions and skeletons) and the summary the grader must report for it. One test per folder.
 
 ``case.toml``:
 
     about = "..."               what the folder proves
+    total = 100                 the report's total score (optional)
     args = ["--timeout", "5"]   extra grader arguments
     grade = ["01", "02"]        exercises to grade (default: those with files or expectations)
-    [files.NN]                  a file built from "solution" or "skeleton" (+ append, replace)
+    [files.NN]                  a file built from "solution", "skeleton" or "gallery" (a whole
+                                file of a spec's gallery: gallery = "chapter.py"), then
+                                `replace` and `append`
     [expect.NN]                 score ("full" or points), status (every check's), traps, error
-                                / messages (regular expressions), line_of, integrity_ok,
-                                strict_zeroed, output_cut, max_seconds
+                                / messages / warnings (regular expressions), line_of,
+                                integrity_ok, strict_zeroed, output_cut, max_seconds
+    [expect_cuda.NN]            replaces [expect.NN] when kernels are compiled on a GPU
     [target]                    files that must be absent / present in the target afterwards
 """
 
@@ -27,7 +31,8 @@ from pathlib import Path
 
 import pytest
 
-from kata import skeletons
+from grader import specs
+from kata import runtime, skeletons
 from kata.catalogue import ROOT, SOLUTIONS, find
 
 try:
@@ -44,13 +49,15 @@ def build(case: Path, target: Path, report: Path) -> dict:
     """Copy the folder's files into ``target``, build its recipes; return its case.toml."""
     spec = tomllib.loads((case / "case.toml").read_text())
     target.mkdir(parents=True)
-    for path in case.iterdir():
+    for path in case.iterdir():  # NAME.in is stored so, lest pytest load a hostile conftest.py
         if path.name != "case.toml":
-            shutil.copy(path, target / path.name)
+            shutil.copy(path, target / path.name.removesuffix(".in"))
     for number, recipe in spec.get("files", {}).items():
         ex = find(number)
         if recipe["from"] == "solution":
             text = (SOLUTIONS / ex.filename).read_text()
+        elif recipe["from"] == "gallery":
+            text = (specs.folder(ex.stem) / "gallery" / recipe["gallery"]).read_text()
         else:
             text = skeletons.pristine(ex.stem).text
         for old, new in recipe.get("replace", []):
@@ -101,6 +108,8 @@ def check_exercise(case: str, got: dict, want: dict, target: Path) -> None:
         assert int(re.search(r"\[\.\.\. (\d+) $", head).group(1)) >= 51_000_000 - 2 * OUTPUT_LIMIT
         assert head.startswith("x" * 1000) and tail.rstrip().endswith("y" * 1000)
     assert len(got["output"].encode()) <= 2 * OUTPUT_LIMIT + 200, where
+    for pattern in want.get("warnings", []):
+        assert any(re.search(pattern, w) for w in got["warnings"]), (where, got["warnings"])
     if "max_seconds" in want:
         assert got["duration_s"] < want["max_seconds"], where
 
@@ -126,9 +135,13 @@ def graded(tmp_path_factory):
 def test_golden(case, graded):
     spec, target, numbers, got, console = graded[case].result()
     expect = spec.get("expect", {})
+    if runtime.BACKEND == "cuda":
+        expect = {**expect, **spec.get("expect_cuda", {})}
     # The report on disk is the grader's own, complete for the exercises asked for.
     assert [e["id"] for e in got["exercises"]] == [find(n).stem for n in numbers], console
     assert got["score"] == sum(e["score"] for e in got["exercises"])
+    if "total" in spec:
+        assert got["score"] == spec["total"], console
     for number, want in expect.items():
         (exercise,) = [e for e in got["exercises"] if e["id"] == find(number).stem]
         check_exercise(case, exercise, want, target)
