@@ -46,6 +46,12 @@ def _draw_qkv(M: int, N: int, D: int):
     return q, k, v, [x.to(runtime.DEVICE) for x in (q, k, v)]
 
 
+def _row(label: str, values, note: str = "") -> None:
+    """One row of a small table: its first four values, as the docs quote them."""
+    shown = " ".join(f"{float(x):8.4f}" for x in values[:4])
+    print(f"    {label:<26}{shown}  ...{note}")
+
+
 def _header(title: str) -> None:
     print(f"{title}  [{runtime.describe()}]")
 
@@ -66,8 +72,12 @@ def causal_attention_example(causal_flash_attention, caller: str | None = None) 
     q, k, v, dev = _draw_qkv(20, 20, 8)
     causal_ref = oracles.attention(q, k, v, causal=True)
     full_ref = oracles.attention(q, k, v)
-    ok = _verdict("causal kernel vs causal oracle", causal_flash_attention(*dev).cpu(),
-                  causal_ref, 1e-4, chapter="allclose")  # fmt: skip
+    causal = causal_flash_attention(*dev).cpu()
+    ok = _verdict("causal kernel vs causal oracle", causal, causal_ref, 1e-4, chapter="allclose")
+    # Row 0 sees key 0 alone: its softmax is the single weight 1, so its output is v[0] itself.
+    print("  row 0 may see key 0 only, so its causal output is v[0] exactly:")
+    _row("v[0]", v[0])
+    _row("causal kernel, out[0]", causal[0], f"   equal to v[0]: {torch.equal(causal[0], v[0])}")
 
     # The non-causal kernel of 21.1 (the sibling file 01) is bug-free, yet wrong for this task.
     # This part demonstrates the chapter's point; it does not judge this file, so it does not
@@ -79,6 +89,7 @@ def causal_attention_example(causal_flash_attention, caller: str | None = None) 
         print(
             f"  the non-causal kernel from {sibling.parent.name}/{sibling.name}, on the causal task:"
         )
+        _row("non-causal kernel, out[0]", noncausal[0], "   a blend of all 20 rows of v")
         _verdict("non-causal kernel vs causal oracle", noncausal, causal_ref, 1e-4, False,
                  chapter="of order 1, not float noise; not allclose")  # fmt: skip
         if not _verdict("non-causal kernel vs non-causal oracle", noncausal, full_ref, 1e-4,
