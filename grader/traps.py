@@ -346,7 +346,7 @@ CAUSAL_MASK_AFTER_EXP = Trap(
     "When a future key scores far above the visible ones, it becomes the reference point, the "
     "visible keys underflow to 0, and the row is lost. Mask before the max and the exp, not "
     "after: TODO(causal-mask).",
-    hint="mask the scores before the max and exp (TODO causal-mask)",
+    hint="mask scores before the max and exp (TODO causal-mask)",
     why=(
         "The mask must act on the scores, before the row maximum and the exponential. Zeroing "
         "`p` after them looks equivalent, and is exact on ordinary scores, because the "
@@ -365,7 +365,7 @@ CAUSAL_BOTTOM_RIGHT = Trap(
     message="The mask is aligned bottom-right (the last query sees the last key, as in "
     "FlashAttention >= 2.1). This exercise uses the chapter's top-left alignment, like torch's "
     "is_causal=True: row i sees keys 0..i whatever N is. Revisit TODO(causal-mask).",
-    hint="row i sees keys 0..i, whatever N - M is (TODO causal-mask)",
+    hint="row i sees keys 0..i whatever N is (TODO causal-mask)",
     why=(
         'When M != N, "the diagonal" needs a convention. The chapter, the kata and torch\'s '
         "`scaled_dot_product_attention(is_causal=True)` align it top-left: row `i` sees keys "
@@ -418,7 +418,7 @@ TIES_NOT_LOWEST_INDEX = Trap(
     message="Experts with equal logits must be taken lowest index first (the rule tl.argmax "
     "follows), so that routing is reproducible. Your kernel takes the highest index first: "
     "revisit TODO(top2-mask).",
-    hint="on ties, the lowest expert index first (TODO top2-mask)",
+    hint="ties go to the lowest expert index (TODO top2-mask)",
     why=(
         "When experts have exactly equal logits, the top two are not unique, and a routing "
         "rule must pick. The kata's rule is the one `tl.argmax` follows: among equal values, "
@@ -476,7 +476,7 @@ DIAGONAL_STAGE_MISSING = Trap(
     message="Stage 1 only covers keys left of each query tile; the keys of the tile's own rows "
     "(the diagonal stage, with the mask) were never visited, so rows miss their own and nearby "
     "keys and the first tile sees no key at all. Revisit TODO(causal-stages).",
-    hint="add the masked stage over the tile's own keys (TODO causal-stages)",
+    hint="add the masked diagonal stage (TODO causal-stages)",
     why=(
         "The fast kernel runs its causal loop in two stages: first the key tiles wholly "
         "before the query tile's rows, which need no mask, then the tiles that hold the "
