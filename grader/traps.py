@@ -287,7 +287,7 @@ REFERENCE_NOT_RUNNING_MAX = Trap(
     "max). With another one (each tile's own maximum, or none at all), a score far above the "
     "reference, or alpha = exp(m_old - m_new) when a row's maximum falls, overflows and the "
     "row ends as inf or NaN. Revisit TODO(rescale-acc) and the lines around it.",
-    hint="m_new = max(m_i, tile max), always (TODO rescale-acc)",
+    hint="m_new = max(m_i, tile max) (TODO rescale-acc)",
     why=(
         "Moving the reference point is exact arithmetic; only overflow can break it. That is "
         "why the reference must be the running maximum `max(m_i, tile max)`: no score ever "
