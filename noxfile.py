@@ -138,6 +138,7 @@ if (ROOT / "solutions").is_dir():
     def generate(session: nox.Session) -> None:
         """Rewrite exercises/ from solutions/ (strips the marked solution regions)."""
         session.run(_env_python(session), "-m", "kata.generate", *session.posargs)
+        session.run(_env_python(session), "-m", "grader.docs", *session.posargs)
 
     @nox.session
     def figures(session: nox.Session) -> None:

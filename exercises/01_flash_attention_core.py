@@ -81,8 +81,10 @@ def flash_attn_kernel(
 def flash_attention(q, k, v, BLOCK_M=16, BLOCK_N=16):
     """Attention of q (M, D) over k, v (N, D); returns a float32 (M, D) tensor.
 
-    Any floating dtype and any strides are accepted. Blocks are at least 16 wide because a
-    compiled ``tl.dot`` rejects smaller tiles (the interpreter does not, but is kept in step).
+    Any floating dtype and any strides are accepted. Blocks are at least 16 wide: both dots
+    reduce over a block (``BLOCK_D`` for q @ k^T, ``BLOCK_N`` for p @ v), and a compiled
+    ``tl.dot`` needs a reduction dimension of at least 16 (seen with triton 3.6 on an H200).
+    The interpreter accepts less, but uses the same blocks so that the two backends agree.
     """
     return host.launch_attention(flash_attn_kernel, q, k, v, block_m=BLOCK_M, block_n=BLOCK_N)
 

@@ -125,7 +125,7 @@ def problems(solutions: Path = SOLUTIONS) -> tuple[list[str], list[str]]:
     notes: list[str] = []
     found = _files(notes, solutions) + _specs() + _galleries()
     try:
-        from kata import docs
+        from grader import docs
     except ImportError:  # the docs generator is not part of every copy
         return found, notes
     found += docs.problems()

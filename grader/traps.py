@@ -245,6 +245,19 @@ ACC_NOT_RESCALED = Trap(
     "against the old maximum and is now too large. l_i was rescaled by alpha but acc was not: "
     "revisit TODO(rescale-acc).",
     hint="rescale acc by alpha, as l_i is (TODO rescale-acc)",
+    why=(
+        "`l_i` and `acc` are the denominator and the numerator of one weighted average, and "
+        "every term in them is an `exp(score - m)` measured from the running maximum `m` of "
+        "the moment it was added. When a later key block raises the maximum, `alpha = "
+        "exp(m_old - m_new)` moves `l_i` to the new reference point. Without the same factor, "
+        "each earlier term of `acc` stays too large by `exp(m_now - m_then)`, the product of "
+        "every `alpha` it missed. The output then leans toward the early keys, and can even "
+        "leave the range of the values in `v`, which no weighted average can do. The mistake "
+        "is invisible while no later block raises a row's maximum (one key block, or the "
+        "row's largest score in its first block), so the checks use keys whose every block "
+        "raises it. The [guide's hand example](guide.md#why-acc-needs-the-same-alpha-as-l_i) "
+        "works one row through."
+    ),
     forms=_unrescaled,
 )
 RUNNING_MAX_NOT_FROM_NEG_INF = Trap(
@@ -255,6 +268,15 @@ RUNNING_MAX_NOT_FROM_NEG_INF = Trap(
     "stays the reference point of rows whose scores are all far below 0, exp() underflows for "
     "every key, and the row ends as 0/0. It is given code, just above TODO(rescale-acc).",
     hint="start m_i at -inf, not 0 (TODO rescale-acc)",
+    why=(
+        "The running maximum is the reference point of every `exp()`. Started at 0, it stays "
+        "0 for a row whose scores all lie far below zero. Below about -104, `exp()` "
+        "underflows to 0 in float32, so every key of that row adds 0 to `l_i` and to `acc`, "
+        "and the row ends as 0/0 = NaN. On ordinary scores the mistake changes nothing, "
+        "because any fixed reference point cancels in the final division. Start at -inf (or "
+        "at any value below every real score, such as -1e30): on the first tile, `alpha = "
+        "exp(-inf - m_new) = 0` then clears the empty sums."
+    ),
     forms=_max_from_zero,
 )
 REFERENCE_NOT_RUNNING_MAX = Trap(
@@ -265,7 +287,17 @@ REFERENCE_NOT_RUNNING_MAX = Trap(
     "max). With another one (each tile's own maximum, or none at all), a score far above the "
     "reference, or alpha = exp(m_old - m_new) when a row's maximum falls, overflows and the "
     "row ends as inf or NaN. Revisit TODO(rescale-acc) and the lines around it.",
-    hint="m_new = max(m_i, tile max), always (TODO rescale-acc)",
+    hint="m_new = max(m_i, tile max) (TODO rescale-acc)",
+    why=(
+        "Moving the reference point is exact arithmetic; only overflow can break it. That is "
+        "why the reference must be the running maximum `max(m_i, tile max)`: no score ever "
+        "lies above it, so no `exp()` exceeds 1. With each tile's own maximum instead, `alpha "
+        "= exp(m_old - m_new)` is above 1 whenever a row's maximum falls from one tile to the "
+        "next, and overflows to inf once the fall passes about 88 (float32's `exp` overflows "
+        "just above 88.7). With no reference at all (`exp(score)`), any score above about 88 "
+        "overflows. Both variants are exact on ordinary scores, so only large scores, or a "
+        "maximum that falls far, expose them."
+    ),
     forms=_not_running_max,
 )
 CAUSAL_MASK_MISSING = Trap(
@@ -276,6 +308,16 @@ CAUSAL_MASK_MISSING = Trap(
     "attend to keys after their own position. Add the per-pair condition (row sees keys up to "
     "itself) in TODO(causal-mask).",
     hint="hide keys after each row's position (TODO causal-mask)",
+    why=(
+        "Causality is a property of each (row, key) pair: row `i` may see keys `0..i`. Only a "
+        "per-pair test enforces it. Lowering the loop bound `hi` skips the tiles that lie "
+        "wholly in the future, which saves work, but the tiles that cross the diagonal still "
+        "hold future keys for most of their rows, and without the per-pair test those keys "
+        "count. The plain non-causal kernel is not buggy: it matches the non-causal oracle, "
+        "because it computes a different task. The grader recognises both forms, the kernel "
+        "with no mask at all and the kernel whose loop stops at the end of the query block "
+        "with no per-pair mask."
+    ),
     forms=_non_causal,
 )
 CAUSAL_MASK_OFF_BY_ONE = Trap(
@@ -286,6 +328,14 @@ CAUSAL_MASK_OFF_BY_ONE = Trap(
     "next one (a strict comparison drops the diagonal, and row 0 then sees nothing). Check the "
     "comparison in TODO(causal-mask).",
     hint="row i sees key i, not i + 1 (TODO causal-mask)",
+    why=(
+        "The diagonal is exactly where `<` and `<=` disagree. A strict comparison (`key < "
+        "row`) hides each row's own key, so row 0 sees no key at all: all its scores are "
+        "-inf, `m_new` stays -inf, and `alpha = exp(-inf - (-inf))` is NaN, which then "
+        "spreads through the row. One key too generous (`key <= row + 1`) lets every row see "
+        "its next key. The right condition, `key <= row`, also guarantees that every row "
+        "meets a real score in the first tile it visits."
+    ),
     forms=_off_by_one,
 )
 CAUSAL_MASK_AFTER_EXP = Trap(
@@ -296,7 +346,16 @@ CAUSAL_MASK_AFTER_EXP = Trap(
     "When a future key scores far above the visible ones, it becomes the reference point, the "
     "visible keys underflow to 0, and the row is lost. Mask before the max and the exp, not "
     "after: TODO(causal-mask).",
-    hint="mask the scores before the max and exp (TODO causal-mask)",
+    hint="mask scores before the max and exp (TODO causal-mask)",
+    why=(
+        "The mask must act on the scores, before the row maximum and the exponential. Zeroing "
+        "`p` after them looks equivalent, and is exact on ordinary scores, because the "
+        "reference point cancels. But the maximum has then been taken over the hidden keys "
+        "too. When a future key scores far above every visible one, it becomes the reference "
+        "point, `exp()` of every visible score underflows to 0, both sums stay 0, and the row "
+        "ends as 0/0 = NaN. Set hidden scores to -inf (or to a finite value far below every "
+        "real score) before `tl.max`."
+    ),
     forms=_after_exp,
 )
 CAUSAL_BOTTOM_RIGHT = Trap(
@@ -306,7 +365,15 @@ CAUSAL_BOTTOM_RIGHT = Trap(
     message="The mask is aligned bottom-right (the last query sees the last key, as in "
     "FlashAttention >= 2.1). This exercise uses the chapter's top-left alignment, like torch's "
     "is_causal=True: row i sees keys 0..i whatever N is. Revisit TODO(causal-mask).",
-    hint="row i sees keys 0..i, whatever N - M is (TODO causal-mask)",
+    hint="row i sees keys 0..i whatever N is (TODO causal-mask)",
+    why=(
+        'When M != N, "the diagonal" needs a convention. The chapter, the kata and torch\'s '
+        "`scaled_dot_product_attention(is_causal=True)` align it top-left: row `i` sees keys "
+        "`0..i`, whatever N is. FlashAttention 2.1 and later align it bottom-right: row `i` "
+        "sees keys `0..i + (N - M)`, so that the last query sees the last key. The two agree "
+        "only when M = N, so square cases cannot tell them apart; the rectangular ones can. "
+        "The [guide](guide.md#alignment-when-m--n) draws both masks for M=3, N=5."
+    ),
     forms=_bottom_right,
 )
 TOP2_NOT_MASKED = Trap(
@@ -316,6 +383,14 @@ TOP2_NOT_MASKED = Trap(
     message="The second max/argmax ran over the same row and found the top-1 expert again, so "
     "every token got the same expert twice. Take the top-1 position out first: TODO(top2-mask).",
     hint="take the top-1 position out first (TODO top2-mask)",
+    why=(
+        "`max` and `argmax` are functions of the row: asked twice about the same row, they "
+        'give the same answer, so the "second" expert is the first one again and every token '
+        "is routed twice to one expert. The top-1 has to leave the candidates before the "
+        "second search, and it should leave by **position** (`cols == i0`), not by value. "
+        "Masking every expert whose probability equals the top-1's also removes the experts "
+        "tied with it: on a row where every expert ties, it removes them all."
+    ),
     forms=_top1_twice,
 )
 TOP1_FILL_TOO_HIGH = Trap(
@@ -326,6 +401,14 @@ TOP1_FILL_TOO_HIGH = Trap(
     "candidate. 0 ties with a probability that underflowed to 0 (and beats every negative "
     "logit), so the top-1 expert can be picked again. Use -inf: TODO(top2-mask).",
     hint="fill the top-1 slot with -inf (TODO top2-mask)",
+    why=(
+        "The value written into the top-1's slot must lose to every real candidate. 0 does "
+        "not. Among probabilities it ties with every probability that underflowed to 0 in "
+        "float32 (a logit far above the rest does that to all the others), and argmax, which "
+        "takes the lowest index among equal values, can then return the top-1 again. Among "
+        "logits, 0 beats every negative logit. -inf always loses; so does any value below "
+        "every candidate, such as -1 among probabilities, which are never negative."
+    ),
     forms=_fill_too_high,
 )
 TIES_NOT_LOWEST_INDEX = Trap(
@@ -335,7 +418,16 @@ TIES_NOT_LOWEST_INDEX = Trap(
     message="Experts with equal logits must be taken lowest index first (the rule tl.argmax "
     "follows), so that routing is reproducible. Your kernel takes the highest index first: "
     "revisit TODO(top2-mask).",
-    hint="on ties, the lowest expert index first (TODO top2-mask)",
+    hint="ties go to the lowest expert index (TODO top2-mask)",
+    why=(
+        "When experts have exactly equal logits, the top two are not unique, and a routing "
+        "rule must pick. The kata's rule is the one `tl.argmax` follows: among equal values, "
+        "the lowest index first. A fixed rule keeps routing reproducible. `torch.topk` does "
+        "not define an order among ties, so the grader compares the chosen experts by "
+        "probability and applies the index rule only on exact ties. A kernel that takes the "
+        "highest index first (for example, `tl.max` over `tl.where(probs == p0, cols, -1)`) "
+        "breaks the rule on those rows only."
+    ),
     forms=_highest_index_on_ties,
 )
 WEIGHTS_NOT_RENORMALIZED = Trap(
@@ -346,6 +438,17 @@ WEIGHTS_NOT_RENORMALIZED = Trap(
     "to the top-2 share of all E experts, which is below one by a different amount for every "
     "token; divide by their sum: TODO(renormalize).",
     hint="make w0 + w1 = 1 per token (TODO renormalize)",
+    why=(
+        "This exercise follows the chapter's specification: the two weights are the chosen "
+        "experts' probabilities divided by their sum, so that `w0 + w1 = 1`. Without the "
+        "division the weights sum to the top-2 share of all E experts, which falls short of "
+        "one by a different amount for every token (a peaked row keeps most of its mass in "
+        "its top two, a flat row does not), so no constant factor downstream can repair it. "
+        "Whether to renormalize is a model's design choice, and the bug is using weights "
+        "other than the ones the model was trained with. The weights are judged on the "
+        "experts your kernel chose; while it picks one expert twice they cannot be judged at "
+        "all (the check is `blocked`), but the trap is still named."
+    ),
     forms=_raw_weights,
 )
 EXP2_CONSTANT_WRONG = Trap(
@@ -356,6 +459,14 @@ EXP2_CONSTANT_WRONG = Trap(
     "softmax's exp. Without it (or with its inverse) every score is effectively multiplied by "
     "ln 2 (or ln(2)^2): a softmax at the wrong temperature. Revisit TODO(exp2-scale).",
     hint="qk_scale = sm_scale * log2(e) (TODO exp2-scale)",
+    why=(
+        "`exp(x) = exp2(x * log2(e))`, so a loop that calls `exp2` must carry `log2(e) = "
+        "1/ln(2)` in its scale. Without it, `exp2(s)` equals `exp(s * ln 2)`: every score is "
+        "multiplied by ln 2 = 0.693 (by ln(2)^2 with the inverse constant), a softmax at a "
+        "higher temperature, flatter than the right one, with no NaN or overflow to give it "
+        "away. Fold the constant into the scale once, outside the loop; `alpha` and `p` then "
+        "come out exactly as in 01."
+    ),
     forms=_exp2_base,
 )
 DIAGONAL_STAGE_MISSING = Trap(
@@ -365,7 +476,14 @@ DIAGONAL_STAGE_MISSING = Trap(
     message="Stage 1 only covers keys left of each query tile; the keys of the tile's own rows "
     "(the diagonal stage, with the mask) were never visited, so rows miss their own and nearby "
     "keys and the first tile sees no key at all. Revisit TODO(causal-stages).",
-    hint="add the masked stage over the tile's own keys (TODO causal-stages)",
+    hint="add the masked diagonal stage (TODO causal-stages)",
+    why=(
+        "The fast kernel runs its causal loop in two stages: first the key tiles wholly "
+        "before the query tile's rows, which need no mask, then the tiles that hold the "
+        "diagonal, with the mask. Without the second stage, every row misses its own key and "
+        "the keys just before it inside its tile, and the first query tile of each head "
+        "visits no key at all: its sums stay 0 and its rows end as 0/0 = NaN."
+    ),
     forms=_no_diagonal,
 )
 

@@ -2,8 +2,9 @@
 
 For every token (one row of E expert logits) pick the two most probable experts and the weights
 that mix their outputs: softmax over the row, the top-1 by max/argmax, the top-2 by max/argmax over
-the row with the top-1 taken out, then both probabilities divided by their sum so that the two
-weights of every token add up to one. Ties go to the lowest expert index.
+the row with the top-1 taken out, then, as the chapter specifies, both probabilities divided by
+their sum so that the two weights of every token add up to one. Among equal probabilities the
+lowest expert index comes first, the rule tl.argmax follows (torch.topk promises no order).
 
 Only the routing decision is computed here; sending tokens to their experts (grouping, all-to-all
 across GPUs, running the experts, putting tokens back in order) is outside the chapter.

@@ -1,0 +1,456 @@
+"""The docs against the code: generated sections up to date, links that resolve (in the
+repository and in the student handout), no hidden case in the handout, and every number the
+docs quote from a worked example equal to what the example prints."""
+
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from grader import docs, specs
+from kata import catalogue, runtime
+from kata.bundles import handout
+
+ROOT = catalogue.ROOT
+slow = pytest.mark.slow
+
+
+# ---- generated sections ---------------------------------------------------------------------
+
+
+def test_generated_docs_are_up_to_date():
+    assert docs.problems() == [], "run `nox -s generate` (python -m grader.docs)"
+
+
+def _copy_pages(tmp_path, monkeypatch) -> Path:
+    """The generated pages copied to ``tmp_path``, and the generator pointed at the copies."""
+    pages = tmp_path / "exercises"
+    pages.mkdir()
+    for page in docs.PAGES.glob("*.md"):
+        (pages / page.name).write_text(page.read_text())
+    traps = tmp_path / "traps.md"
+    traps.write_text(docs.TRAPS_PAGE.read_text())
+    monkeypatch.setattr(docs, "PAGES", pages)
+    monkeypatch.setattr(docs, "TRAPS_PAGE", traps)
+    monkeypatch.setattr(docs, "ROOT", tmp_path)
+    return tmp_path
+
+
+def test_a_drifted_section_is_reported_and_rewritten(tmp_path, monkeypatch):
+    root = _copy_pages(tmp_path, monkeypatch)
+    stem = catalogue.find("01").stem
+    page = root / "exercises" / f"{stem}.md"
+    page.write_text(page.read_text().replace("| `running-max-grows` |", "| `running-max-grew` |"))
+    traps = root / "traps.md"
+    traps.write_text(traps.read_text().replace("## acc-not-rescaled\n", "## acc-unscaled\n"))
+    found = docs.problems()
+    assert any(f"{stem}.md differs" in p for p in found), found
+    assert any("traps.md differs" in p for p in found), found
+    assert docs.main([]) == 0 and docs.problems() == []
+
+
+def test_a_page_without_markers_is_reported(tmp_path, monkeypatch):
+    root = _copy_pages(tmp_path, monkeypatch)
+    stem = catalogue.find("02").stem
+    page = root / "exercises" / f"{stem}.md"
+    page.write_text(re.sub(r"<!-- (BEGIN|END) GENERATED: checks[^>]*-->\n?", "", page.read_text()))
+    assert any(f"{stem}.md has no generated 'checks'" in p
+               for p in docs.problems())  # fmt: skip
+
+
+def test_splice_replaces_only_its_section():
+    text = f"intro\n{docs.begin('x', 'here')}\nold\n{docs.end('x')}\noutro\n"
+    assert docs.splice(text, "x", "new\n") == text.replace("old\n", "new\n")
+    with pytest.raises(docs.MarkerError):
+        docs.splice("no markers\n", "x", "new\n")
+
+
+def test_every_trap_is_explained_and_every_check_listed():
+    page = docs.TRAPS_PAGE.read_text()
+    for trap in docs.TRAPS.values():
+        assert trap.why.strip(), trap.id
+        assert f"\n## {trap.id}\n" in page
+    for ex in catalogue.ALL_EXERCISES:
+        path = docs.PAGES / f"{ex.stem}.md"
+        if ex.stem in docs.PENDING_PAGES and "BEGIN GENERATED: checks" not in path.read_text():
+            continue
+        for checks in docs.checksets(ex).values():
+            for check in checks:
+                assert f"| `{check.id}` |" in path.read_text(), (ex.stem, check.id)
+
+
+# ---- links ----------------------------------------------------------------------------------
+
+LINK = re.compile(r"!?\[(?:[^\]\\]|\\.)*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^(```|~~~).*?^\1", re.M | re.S)
+CODE_SPAN = re.compile(r"`[^`\n]*`")
+HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$", re.M)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"<[^>]+>", "", heading.replace("`", "")).strip().lower()
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    found: dict[str, int] = {}
+    for heading in HEADING.findall(FENCE.sub("", text)):
+        base = slug(heading)
+        n = found.get(base, 0)
+        found[base] = n + 1
+        found[base if n == 0 else f"{base}-{n}"] = 1
+    return set(found)
+
+
+def links(text: str) -> list[str]:
+    prose = CODE_SPAN.sub("", FENCE.sub("", text))
+    return [t for t in LINK.findall(prose) if not re.match(r"[a-z][\w+.-]*:", t)]
+
+
+def broken_links(root: Path, files: list[Path]) -> list[str]:
+    problems = []
+    for md in files:
+        for target in links(md.read_text()):
+            path, _, anchor = target.partition("#")
+            dest = (md.parent / path).resolve() if path else md
+            where = f"{md.relative_to(root)}: ({target})"
+            if not dest.exists():
+                problems.append(f"{where} points to a missing file")
+            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest.read_text()):
+                problems.append(f"{where}: no heading #{anchor} in {dest.name}")
+    return problems
+
+
+def repository_pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def test_slugs_follow_github():
+    assert slug("Alignment when M != N") == "alignment-when-m--n"
+    assert slug("Why `acc` needs the same alpha as `l_i`") == "why-acc-needs-the-same-alpha-as-l_i"
+    assert (
+        slug("1. Online softmax becomes the flash loop")
+        == "1-online-softmax-becomes-the-flash-loop"
+    )
+    assert slug("The chapter's trap: a correct kernel") == "the-chapters-trap-a-correct-kernel"
+
+
+def test_every_relative_link_in_the_docs_resolves():
+    assert broken_links(ROOT, repository_pages()) == []
+
+
+def test_a_broken_link_is_caught(tmp_path):
+    (tmp_path / "a.md").write_text("# Top\n\n[ok](#top) [file](b.md) [gone](c.md) [x](b.md#nope)\n"
+                                   "`[code](d.md)`\n")  # fmt: skip
+    (tmp_path / "b.md").write_text("# B\n")
+    found = broken_links(tmp_path, [tmp_path / "a.md"])
+    assert len(found) == 2 and "c.md" in found[0] and "#nope" in found[1]
+
+
+@pytest.fixture(scope="module")
+def handout_tree(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("handout")
+    zipfile.ZipFile(handout(out / "handout.zip")).extractall(out)
+    return out / "triton-kata"
+
+
+def test_links_in_the_handout_resolve(handout_tree):
+    """The handout leaves out the instructor guide and the bench data: no page it ships may
+    point to them, nor to anything else it does not ship."""
+    pages = [handout_tree / "README.md", *sorted((handout_tree / "docs").rglob("*.md"))]
+    assert len(pages) > 5
+    assert broken_links(handout_tree, pages) == []
+
+
+# ---- nothing hidden in the handout ----------------------------------------------------------
+
+
+def hidden_case_names() -> set[str]:
+    """Names of the hidden cases that are not also a check id (a check id is public)."""
+    names, check_ids = set(), set()
+    for ex in catalogue.ALL_EXERCISES:
+        if not specs.has_hidden(ex.stem):
+            continue
+        module = specs._module(ex.stem, "hidden")
+        names |= {c.name for c in module.CASES}
+        for checkset in specs.CHECKSETS:
+            check_ids |= {c.id for c in specs.load(ex.stem, checkset).checks}
+    return names - check_ids
+
+
+def leaks(text: str, names: set[str]) -> list[str]:
+    """The names that occur in ``text``. A name with a hyphen or a digit is an identifier and
+    must not occur as a whole word anywhere (a hyphen continues a word); a name that is a plain
+    English word ("strided") only counts in backticks or quotes, as a name."""
+    found = []
+    for n in names:
+        if re.search(r"[-\d]", n):
+            pattern = rf"(?<![\w-]){re.escape(n)}(?![\w-])"
+        else:
+            pattern = rf"[`'\"]{re.escape(n)}[`'\"]"
+        if re.search(pattern, text):
+            found.append(n)
+    return sorted(found)
+
+
+def test_the_leak_scan_finds_a_hidden_case_name():
+    assert leaks("see the `grow-3-blocks` case", {"grow-3-blocks"}) == ["grow-3-blocks"]
+    assert leaks("exact-ties-e8 and ties-e8s", {"ties-e8"}) == []
+    assert leaks("strided inputs", {"strided"}) == [] and leaks('name="strided"', {"strided"})
+
+
+def test_no_hidden_case_name_reaches_the_handout(handout_tree):
+    names = hidden_case_names()
+    assert len(names) > 20
+    found = {}
+    for path in handout_tree.rglob("*"):
+        if path.is_file() and path.suffix in (".md", ".py", ".toml", ".json", ".txt", ""):
+            hits = leaks(path.read_text(errors="replace"), names)
+            if hits:
+                found[str(path.relative_to(handout_tree))] = hits
+    assert found == {}
+
+
+# ---- numbers quoted from the worked examples ------------------------------------------------
+#
+# A number the docs quote from a worked example carries a tag right after it, naming the
+# script and the value:   1.72<!-- example: solutions/02 | non-causal kernel vs causal oracle -->
+# It must equal what the script prints to within the quoted precision (half a unit in its last
+# digit); "below 1e-06<!-- ... -->" is a bound; a list "(4, 5)" is compared element by element
+# with the first values printed. A third field, "| interpreter", limits the check to the
+# backend the figure was quoted for. A block of a script's output that follows
+# <!-- transcript: exercises/01 --> is compared with a run on the interpreter, where the
+# quoted outputs come from.
+
+NUMBER = r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?"
+TAG = re.compile(
+    rf"(?P<before>(?:(?:below|under)\s+)?)(?P<value>{NUMBER}|\({NUMBER}(?:, {NUMBER})+\))"
+    r"<!-- example: (?P<script>(?:solutions|exercises)/\d\d) \| (?P<key>[^|>]+?)"
+    r"(?: \| (?P<backend>interpreter|cuda))? -->"
+)
+ANY_TAG = re.compile(r"<!-- example:")
+TRANSCRIPT = re.compile(
+    r"<!-- transcript: (?P<script>\w+/\d\d) -->\n```\w*\n(?P<text>.*?)```", re.S
+)
+VERDICT = re.compile(
+    r"^\s*(?:ok|!!)\s+(?P<label>.+?)\s+max abs diff\s+(?P<diff>\S+)\s+allclose", re.M
+)
+ROW = re.compile(rf"^\s+(?P<label>v\[0\]|(?:non-)?causal kernel, out\[0\])\s+(?P<values>(?:{NUMBER}\s+)+)\.\.\.", re.M)  # fmt: skip
+TOKEN = re.compile(r"^\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s*$", re.M)
+MEAN = re.compile(rf"raw top-2 sums range .*, mean ({NUMBER})")
+
+
+def quoted_pages() -> list[Path]:
+    return repository_pages()
+
+
+def script_path(script: str) -> Path:
+    folder, number = script.split("/")
+    return ROOT / folder / catalogue.find(number).filename
+
+
+def values(out: str) -> dict[str, list[float]]:
+    """Every value a worked example prints, by the key a tag names."""
+    found = {m["label"]: [float(m["diff"])] for m in VERDICT.finditer(out)}
+    found |= {m["label"]: [float(x) for x in m["values"].split()] for m in ROW.finditer(out)}
+    raws = []
+    for m in TOKEN.finditer(out):
+        t, k0, k1, t0, t1, raw, total = m.groups()
+        found[f"kernel[{t}]"] = [int(k0), int(k1)]
+        found[f"topk[{t}]"] = [int(t0), int(t1)]
+        found[f"raw[{t}]"] = [float(raw)]
+        found[f"w0+w1[{t}]"] = [float(total)]
+        raws.append(float(raw))
+    if raws:
+        found["raw min"], found["raw max"] = [min(raws)], [max(raws)]
+    mean = MEAN.search(out)
+    if mean:
+        found["raw mean"] = [float(mean[1])]
+    return found
+
+
+@cache
+def run_script(script: str) -> str:
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    proc = subprocess.run([sys.executable, str(script_path(script))], cwd=ROOT, env=env,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True, timeout=600)  # fmt: skip
+    return proc.stdout
+
+
+def half_unit(quoted: str) -> float:
+    """Half a unit in the last digit of a quoted number: its stated precision."""
+    mantissa, _, exponent = quoted.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    return 0.5 * 10.0 ** (int(exponent or 0) - decimals)
+
+
+def mismatch(before: str, quoted: str, printed: list[float]) -> str | None:
+    """Why ``quoted`` (with the word ``before`` it) does not state ``printed``, or None."""
+    parts = quoted.strip("()").split(", ")
+    if len(parts) > len(printed):
+        return f"quotes {len(parts)} values, the example prints {len(printed)}"
+    for text, value in zip(parts, printed):
+        if before.strip() in ("below", "under"):
+            if not value < float(text):
+                return f"the example prints {value!r}, not below {text}"
+        elif abs(value - float(text)) > half_unit(text) * (1 + 1e-9):
+            return f"the example prints {value!r}, which is not {text}"
+    return None
+
+
+def tags() -> list[tuple[Path, re.Match]]:
+    found = []
+    for page in quoted_pages():
+        text = page.read_text()
+        matched = list(TAG.finditer(text))
+        bare = [text[max(0, m.start() - 30) : m.end() + 40] for m in ANY_TAG.finditer(text)
+                if not any(t.start("script") - 21 <= m.start() <= t.end() for t in matched)]  # fmt: skip
+        assert not bare, f"{page.name}: a tag follows no number: {bare}"
+        found += [(page, m) for m in matched]
+    return found
+
+
+def test_tags_are_parsed_and_compared():
+    text = (
+        "by 1.72<!-- example: solutions/02 | x --> and below 1e-06<!-- example: "
+        "solutions/01 | y | interpreter -->, token 5, (4, 5)<!-- example: solutions/03 | z -->"
+    )
+    got = [(m["before"], m["value"], m["key"], m["backend"]) for m in TAG.finditer(text)]
+    assert got == [("", "1.72", "x", None), ("below ", "1e-06", "y", "interpreter"),
+                   ("", "(4, 5)", "z", None)]  # fmt: skip
+    assert mismatch("", "1.72", [1.7221667766571045]) is None
+    assert mismatch("", "1.73", [1.7221667766571045])  # a changed number fails
+    assert mismatch("below ", "1e-06", [1.4e-07]) is None and mismatch("below ", "1e-07", [1.4e-07])
+    assert mismatch("", "(4, 5)", [4, 5]) is None and mismatch("", "(4, 6)", [4, 5])
+    assert half_unit("0.5584") == pytest.approx(5e-5) and half_unit("2e-07") == pytest.approx(5e-8)
+
+
+@pytest.fixture(scope="module")
+def printed() -> dict[str, dict[str, list[float]]]:
+    """What each script the docs quote prints, run a few at a time."""
+    scripts = {m["script"] for _, m in tags()} | {m["script"] for m in transcripts()}
+    scripts = sorted(scripts | {"solutions/02"})
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        outs = dict(zip(scripts, pool.map(run_script, scripts)))
+    return {s: values(out) for s, out in outs.items()} | {
+        f"{s} (text)": out for s, out in outs.items()
+    }
+
+
+@slow
+def test_every_quoted_number_matches_its_worked_example(printed):
+    found = tags()
+    assert len(found) >= 10
+    problems = []
+    for page, m in found:
+        if m["backend"] and m["backend"] != runtime.BACKEND:
+            continue
+        values_ = printed[m["script"]]
+        where = f"{page.name}: {m['value']} ({m['script']} | {m['key']})"
+        if m["key"] not in values_:
+            problems.append(f"{where}: the example prints no such value")
+            continue
+        why = mismatch(m["before"], m["value"], values_[m["key"]])
+        if why:
+            problems.append(f"{where}: {why}")
+    assert problems == []
+
+
+def transcripts() -> list[re.Match]:
+    return [m for page in quoted_pages() for m in TRANSCRIPT.finditer(page.read_text())]
+
+
+def _shape(text: str) -> tuple[str, list[str]]:
+    numbers = re.findall(NUMBER, text)
+    return re.sub(NUMBER, "#", " ".join(text.split())), numbers
+
+
+@slow
+@pytest.mark.skipif(not runtime.INTERPRETER, reason="the quoted outputs are the interpreter's")
+def test_quoted_outputs_are_what_the_examples_print(printed):
+    found = transcripts()
+    assert len(found) >= 3
+    for m in found:
+        doc_words, doc_numbers = _shape(m["text"])
+        run_words, run_numbers = _shape(printed[f"{m['script']} (text)"])
+        assert doc_words == run_words, m["script"]
+        for quoted, value in zip(doc_numbers, run_numbers):
+            assert mismatch("", quoted, [float(value)]) is None, (m["script"], quoted, value)
+
+
+@slow
+def test_the_causal_example_shows_row_0_is_v0(printed):
+    assert "equal to v[0]: True" in printed["solutions/02 (text)"]
+
+
+# ---- the guide's worked-by-hand figures -----------------------------------------------------
+
+
+def _guide() -> str:
+    return (ROOT / "docs" / "guide.md").read_text()
+
+
+def test_the_hand_example_is_what_the_loop_computes():
+    """The guide's one-row example, scores [1, 2 | 4] and values [10, 20 | 30], recomputed."""
+    import math
+
+    e = math.exp
+    p1 = [e(1 - 2), 1.0]
+    l1, acc1 = sum(p1), p1[0] * 10 + p1[1] * 20
+    alpha = e(2 - 4)
+    l2, acc2 = l1 * alpha + 1, acc1 * alpha + 30
+    full = (e(1) * 10 + e(2) * 20 + e(4) * 30) / (e(1) + e(2) + e(4))
+    table = _guide().split("<!-- hand example:")[1].split("\n\n")[0]
+    figures = {"p": p1[0], "l1": l1, "acc1": acc1, "out1": acc1 / l1, "alpha": alpha, "l2": l2,
+               "acc2": acc2, "out2": acc2 / l2, "broken acc": acc1 + 30,
+               "broken out": (acc1 + 30) / l2}  # fmt: skip
+    assert abs(full - acc2 / l2) < 1e-12
+    for name, value in figures.items():
+        for decimals in (3, 2):
+            if f"{value:.{decimals}f}" in table:
+                break
+        else:
+            raise AssertionError(f"the hand example's {name} ({value:.4f}) is not in its table")
+
+
+def mask_picture(M: int, N: int, align: str) -> str:
+    rows = [
+        [(j <= i + (N - M if align == "bottom-right" else 0)) for j in range(N)] for i in range(M)
+    ]
+    return "\n".join(" ".join("x" if seen else "." for seen in row) for row in rows)
+
+
+def test_the_mask_pictures_are_the_masks():
+    from kata import oracles
+
+    pages = _guide() + (ROOT / "docs" / "self-check.md").read_text()
+    found = re.findall(r"<!-- mask: M=(\d+) N=(\d+) ([\w-]+) -->\n```text\n(.*?)```", pages, re.S)
+    assert len(found) == 4
+    for M, N, align, block in found:
+        M, N = int(M), int(N)
+        picture = "\n".join(ln for ln in block.strip().splitlines() if ln != align)
+        assert picture == mask_picture(M, N, align), (M, N, align)
+        if align == "top-left":  # the kata's oracle agrees
+            assert mask_picture(M, N, align) == "\n".join(
+                " ".join("x" if s else "." for s in row) for row in oracles.causal_mask(M, N)
+            )
+
+
+def test_the_quoted_topk_tie_order():
+    """The guide quotes torch.topk's order on eight equal probabilities, on torch 2.13's CPU."""
+    import torch
+
+    assert "[6, 5] on torch 2.13's CPU build" in _guide()
+    if not torch.__version__.startswith("2.13"):
+        pytest.skip(f"quoted for torch 2.13, this is {torch.__version__}")
+    got = torch.topk(torch.softmax(torch.zeros(8), -1), 2).indices.tolist()
+    assert got == [6, 5]
