@@ -57,7 +57,9 @@ def check_attention_inputs(q, k, v) -> None:
 
 
 def attention_blocks(D: int, block_m: int = 16, block_n: int = 16) -> tuple[int, int, int]:
-    """Block sizes for a head dimension D; a compiled tl.dot needs every dimension >= 16."""
+    """Block sizes for a head dimension D. A compiled tl.dot needs its inner (K) dimension to be
+    at least 16 (Triton 3.6 on an H200); BLOCK_D is K of q @ k^T and BLOCK_N of p @ v, and all
+    three stay >= 16 so that both backends run the same tiles."""
     block_d = max(runtime.MIN_DOT_BLOCK, triton.next_power_of_2(D))
     return block_m, block_n, block_d
 

@@ -81,8 +81,9 @@ else:
     os.environ["TRITON_INTERPRET"] = "0"
     os.environ.setdefault("TRITON_F32_DEFAULT", "ieee")
 
-# The smallest tile a compiled tl.dot accepts; the interpreter would take less, but using the
-# same blocks on both backends keeps their results comparable.
+# The smallest inner (K) dimension a compiled tl.dot accepts (Triton 3.6 on an H200; M and N may
+# be smaller). The interpreter takes any size; the kata's tiles keep every dimension >= 16 on
+# both backends, so that their results are comparable.
 MIN_DOT_BLOCK = 16
 
 

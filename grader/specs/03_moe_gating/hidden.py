@@ -56,9 +56,9 @@ CASES = [
          inputs=ties(8)),
     Case(name="ties-e5", about="6 tokens x 5 experts with exact ties (all-zero rows, shared maxima)",
          inputs=ties(5)),
-    Case(name="strided-rows", about="20 tokens x 8 experts, every other row of a larger tensor",
-         inputs=logits(202, 20, 8), layout={"logits": "row-sliced"}, twin="strided-rows-plain"),
-    Case(name="strided-rows-plain", about="the strided case's numbers, contiguous",
+    Case(name="rows-sliced-20x8", about="20 tokens x 8 experts, every other row of a larger tensor",
+         inputs=logits(202, 20, 8), layout={"logits": "row-sliced"}, twin="rows-plain-20x8"),
+    Case(name="rows-plain-20x8", about="the strided case's numbers, contiguous",
          inputs=logits(202, 20, 8)),
 ]  # fmt: skip
 
@@ -95,7 +95,7 @@ CHECKS = [
           traps=(WEIGHTS_NOT_RENORMALIZED,)),
     Check(id="strided-rows", todo=None, points=0,
           about="Note on given code: every other row of a larger tensor",
-          cases=("strided-rows",), judge="twin"),
+          cases=("rows-sliced-20x8",), judge="twin"),
 ]  # fmt: skip
 
 REFERENCE = {
