@@ -21,7 +21,7 @@ from kata.catalogue import ROOT
 
 DIST = ROOT / "dist"
 # The instructors' tools, left out of the handout with every spec's hidden part.
-INSTRUCTOR_TOOLS = {"gallery.py", "validate.py", "static.py", "docs.py", "batch.py", "gradescope.py"}
+INSTRUCTOR_TOOLS = {"gallery.py", "validate.py", "static.py", "docs.py", "batch.py", "gradescope.py"}  # fmt: skip
 INSTRUCTOR_DOCS = {"instructors.md", "bench_h200.json"}  # not for the student handout
 
 
