@@ -1,14 +1,23 @@
 """Exercise 05 (performance track): MoE top-2 routing at production sizes.
 
 The chapter's gating kernel gives each token its own program: at a million tokens that is a
-million tiny programs, each reading one row of E logits. Here one program owns BLOCK_M tokens
-and reads their logits as one (BLOCK_M, BLOCK_E) tile, so every load is wide and the GPU streams
-the logits at close to its memory bandwidth: the whole job is reading M * E numbers once.
+million tiny programs, each reading one row of E logits. Here one program owns BLOCK_M tokens,
+and the job becomes what it should be: reading M * E numbers once, at memory bandwidth. Two
+ideas get it there.
 
-Each top-k pick is a single max over a packed 64-bit key (the logit's bits, then the expert's
-index), instead of a max and an argmax. It also skips work the renormalized weights never needed: with l0 >= l1 the two largest logits,
-softmax's denominator cancels, and w1 = exp(l1 - l0) / (1 + exp(l1 - l0)), w0 = 1 - w1.
-Ties go to the lowest expert index (as vLLM's router does).
+* Work inside each thread. The row is read as a few chunks (a quarter of the row, 64 to 128
+  bytes: 32 fp32 or 64 bf16 logits at E = 128). Every position of a chunk is a *slot*: chunk
+  after chunk, each slot keeps the best two logits it has seen, with plain elementwise compares
+  and selects in registers. Only at the end do the slots of a row meet, in two short
+  reductions: the row's top-1 is the best slot, and its top-2 the best slot once the top-1 has
+  been taken out.
+* Cheap compares. fp32 logits are compared as floats, with the expert index beside them. For
+  16-bit logits one 32-bit integer holds both: the logit's bits, made to sort like the float,
+  above the expert's index. A single integer max then keeps value and index together.
+
+The renormalized weights need no softmax at all: with l0 >= l1 the two largest logits, the
+softmax's denominator cancels, and w1 = exp(l1 - l0) / (1 + exp(l1 - l0)), w0 = 1 - w1. Ties go
+to the lowest expert index (as vLLM's router does).
 
 Reference: ``kata.oracles.top2_gating``. Run the file for a quick check; ``nox -s bench`` times it.
 """
@@ -27,21 +36,93 @@ import triton.language as tl
 
 from kata import examples, host
 
-# Several rows per program; the autotuner picks how many for each E on the GPU. The interpreter
-# runs one configuration (it would otherwise "benchmark" them all, slowly).
+# Tokens per program and warps; the autotuner picks for each E and dtype on the GPU (on an H200
+# about 8 rows per warp won for fp32, 16 for bf16). The interpreter runs one configuration (it
+# would otherwise "benchmark" them all, slowly).
 CONFIGS = [
-    triton.Config({"BLOCK_M": bm}, num_warps=w) for bm, w in ((16, 4), (32, 4), (64, 8), (128, 8))
+    triton.Config({"BLOCK_M": bm}, num_warps=w)
+    for bm, w in ((32, 2), (32, 4), (64, 4), (64, 8), (128, 4))
 ]
 if runtime.INTERPRETER:
     CONFIGS = [triton.Config({"BLOCK_M": 16}, num_warps=4)]
 
 
 @triton.jit
-def _unpack_logit(key):
-    """The float logit held in the upper 32 bits of a packed key."""
-    order = (key >> 32).to(tl.int32)
-    bits = tl.where(order < 0, order ^ 0x7FFFFFFF, order)
-    return bits.to(tl.float32, bitcast=True)
+def _better(v0, i0, v1, i1):
+    """Combine two (logit, expert) candidates: the larger logit, the lower expert on a tie."""
+    take = (v1 > v0) | ((v1 == v0) & (i1 < i0))
+    return tl.where(take, v1, v0), tl.where(take, i1, i0)
+
+
+@triton.jit
+def _top2_fp32(chunk_ptrs, cols, E, NCHUNK: tl.constexpr, CHUNK: tl.constexpr):
+    """Per slot, the best two logits of the row and their chunks: float compares in registers.
+
+    Chunks arrive in expert order and a later chunk must be strictly larger to win, so on a tie
+    the earlier (lower) expert stays ahead.
+    """
+    t1 = tl.load(chunk_ptrs, mask=cols[None, :] < E, other=float("-inf")).to(tl.float32)
+    i1 = tl.zeros(t1.shape, tl.int32)
+    # A slot with one chunk has no second candidate yet: -inf at an index past every expert.
+    t2 = tl.full(t1.shape, float("-inf"), tl.float32)
+    i2 = tl.full(t1.shape, NCHUNK, tl.int32)
+    for j in tl.static_range(1, NCHUNK):
+        x = tl.load(chunk_ptrs + j * CHUNK, mask=j * CHUNK + cols[None, :] < E, other=float("-inf"))
+        x = x.to(tl.float32)
+        gt1 = x > t1
+        gt2 = x > t2
+        t2 = tl.where(gt1, t1, tl.maximum(t2, x))
+        i2 = tl.where(gt1, i1, tl.where(gt2, j, i2))
+        t1 = tl.where(gt1, x, t1)
+        i1 = tl.where(gt1, j, i1)
+    # Chunk numbers become expert numbers.
+    return t1, i1 * CHUNK + cols[None, :], t2, i2 * CHUNK + cols[None, :]
+
+
+@triton.jit
+def _sort_key(x, col):
+    """A 16-bit float and its expert in one int32 that sorts like (logit, -expert)."""
+    hi = x.to(tl.int16, bitcast=True).to(tl.int32) << 16
+    # Floats are sign and magnitude: a negative one sorts the wrong way round as an integer
+    # until its magnitude bits are flipped.
+    order = hi ^ ((hi >> 31) & 0x7FFF0000)
+    return order | (0xFFFF - col)
+
+
+@triton.jit
+def _from_key(key, dtype: tl.constexpr):
+    """The (logit as fp32, expert) pair held in a key of ``_sort_key``."""
+    hi = key ^ ((key >> 31) & 0x7FFF0000)
+    x = (hi >> 16).to(tl.int16).to(dtype, bitcast=True).to(tl.float32)
+    return x, 0xFFFF - (key & 0xFFFF)
+
+
+@triton.jit
+def _top2_16bit(chunk_ptrs, cols, E, NCHUNK: tl.constexpr, CHUNK: tl.constexpr):
+    """Per slot, the keys of the best two (logit, expert) pairs: integer max and min only.
+
+    A key holds the logit and its expert, so it serves as both value and index below.
+    """
+    x = tl.load(chunk_ptrs, mask=cols[None, :] < E, other=float("-inf"))
+    k1 = _sort_key(x, cols[None, :])
+    k2 = tl.full(k1.shape, -(2**31), tl.int32)  # below every real key
+    for j in tl.static_range(1, NCHUNK):
+        x = tl.load(chunk_ptrs + j * CHUNK, mask=j * CHUNK + cols[None, :] < E, other=float("-inf"))
+        k = _sort_key(x, j * CHUNK + cols[None, :])
+        k2 = tl.maximum(k2, tl.minimum(k1, k))
+        k1 = tl.maximum(k1, k)
+    return k1, k1, k2, k2
+
+
+@triton.jit
+def _pick(t, i):
+    """Each row's best slot: (logit, expert), or for keys one integer max (a key is its own
+    position)."""
+    if t.dtype == tl.int32:
+        best = tl.max(t, axis=1)
+        return best, best
+    else:
+        return tl.reduce((t, i), 1, _better)
 
 
 @triton.autotune(configs=CONFIGS, key=["E"])
@@ -52,44 +133,45 @@ def moe_top2_gating_fast_kernel(
     BLOCK_E: tl.constexpr, BLOCK_M: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
-    cols = tl.arange(0, BLOCK_E)
     # TODO(rows-per-program): This program owns BLOCK_M consecutive tokens, starting at
     # pid * BLOCK_M. Give each row of the tile its own token index.
     rows = pid * BLOCK_M + tl.zeros([BLOCK_M], dtype=tl.int32)
     row_ok = rows < M
-    mask = row_ok[:, None] & (cols[None, :] < E)
 
-    # One wide load of the whole tile. Padded experts become -inf and never win; padded rows
-    # read zeros (they are never stored) so that no -inf - -inf = NaN is computed for them.
-    ptrs = logits_ptr + rows[:, None].to(tl.int64) * stride_m + cols[None, :]
-    logits = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
-    logits = tl.where(cols[None, :] < E, logits, float("-inf"))
+    # A chunk is a quarter of the row, kept between 64 and 128 bytes: wide enough for several
+    # 16-byte loads per thread, few enough slots that the final reductions stay short.
+    BITS: tl.constexpr = logits_ptr.dtype.element_ty.primitive_bitwidth
+    CHUNK_BYTES: tl.constexpr = min(max(BLOCK_E * BITS // 32, 64), 128)
+    CHUNK: tl.constexpr = min(BLOCK_E, CHUNK_BYTES * 8 // BITS)
+    NCHUNK: tl.constexpr = BLOCK_E // CHUNK
+    cols = tl.arange(0, CHUNK)
+    # Rows past M read the last token again (they are never stored), so loads need no row mask.
+    safe_rows = tl.minimum(rows, M - 1).to(tl.int64)
+    chunk_ptrs = logits_ptr + safe_rows[:, None] * stride_m + cols[None, :]
+    FP32: tl.constexpr = logits_ptr.dtype.element_ty == tl.float32
+    if FP32:
+        t1, i1, t2, i2 = _top2_fp32(chunk_ptrs, cols, E, NCHUNK, CHUNK)
+    else:
+        t1, i1, t2, i2 = _top2_16bit(chunk_ptrs, cols, E, NCHUNK, CHUNK)
 
-    # Each max/argmax pair is two reductions across the tile; one max over a packed key does
-    # both. The float's bits become an int32 that sorts like the float (negative values have
-    # their magnitude bits flipped); the low 32 bits hold BLOCK_E - 1 - col, so that among equal
-    # logits the lowest expert index gives the largest key.
-    bits = logits.to(tl.int32, bitcast=True)
-    order = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
-    packed = (order.to(tl.int64) << 32) | (BLOCK_E - 1 - cols)[None, :].to(tl.int64)
-
-    top1 = tl.max(packed, axis=1)
-    i0 = BLOCK_E - 1 - (top1 & 0xFFFFFFFF).to(tl.int32)
-    # TODO(top2-mask): A second max over the same keys finds the top-1 again. Take each row's
-    # top-1 *position* out of the running first (ties between equal logits must still work).
-    rest = packed
-    top2 = tl.max(rest, axis=1)
-    i1 = BLOCK_E - 1 - (top2 & 0xFFFFFFFF).to(tl.int32)
-    l0 = _unpack_logit(top1)
-    l1 = _unpack_logit(top2)
+    # The first pick: each row's best slot.
+    l0, i0 = _pick(t1, i1)
+    # TODO(top2-mask): Picking the best slot again finds the top-1 again. The slot that holds
+    # the top-1 *position* must offer its second best instead (ties between equal logits must
+    # still work, so compare positions, not values).
+    rest, rest_idx = t1, i1
+    l1, j1 = _pick(rest, rest_idx)
+    if not FP32:
+        l0, i0 = _from_key(l0, logits_ptr.dtype.element_ty)
+        l1, j1 = _from_key(l1, logits_ptr.dtype.element_ty)
 
     # Renormalized top-2 weights straight from the two logits (the softmax sum cancels).
     e1 = tl.exp(l1 - l0)
     w1 = e1 / (1.0 + e1)
     tl.store(weight0_ptr + rows, 1.0 - w1, mask=row_ok)
     tl.store(weight1_ptr + rows, w1, mask=row_ok)
-    tl.store(idx0_ptr + rows, i0.to(tl.int32), mask=row_ok)
-    tl.store(idx1_ptr + rows, i1.to(tl.int32), mask=row_ok)
+    tl.store(idx0_ptr + rows, i0, mask=row_ok)
+    tl.store(idx1_ptr + rows, j1, mask=row_ok)
 
 
 def fast_top2_gating(logits):

@@ -43,7 +43,7 @@ def distance(a: np.ndarray, b: np.ndarray) -> float:
     return float(d.max()) if d.size else 0.0
 
 
-def _unwritten_evidence(unwritten: np.ndarray | None, rows: int, what: str) -> str | None:
+def unwritten_evidence(unwritten: np.ndarray | None, rows: int, what: str) -> str | None:
     if unwritten is None or not unwritten.any():
         return None
     if unwritten.all():
@@ -65,7 +65,7 @@ def matrix_evidence(
     bad = bad_mask(got, want, tol)
     if not bad.any():
         return None
-    never = _unwritten_evidence(unwritten, got.shape[0], "element")
+    never = unwritten_evidence(unwritten, got.shape[0], "element")
     if never and unwritten.all():
         return never
     rows = np.flatnonzero(bad.any(axis=1))
@@ -98,7 +98,7 @@ def vector_evidence(
     bad = bad_mask(got, want, tol)
     if not bad.any():
         return None
-    never = _unwritten_evidence(unwritten, got.shape[0], "token")
+    never = unwritten_evidence(unwritten, got.shape[0], "token")
     if never and unwritten.all():
         return f"{key}: {never}"
     t = int(np.flatnonzero(bad)[0])

@@ -134,6 +134,11 @@ class WeightsJudge(Judge):
         return {"w0": p0 / (p0 + p1), "w1": p1 / (p0 + p1)}
 
     def evidence(self, case, got):
+        for key in self.keys:  # an unwritten weight is wrong whatever the experts are
+            unwritten = got.get(f"{key}.unwritten")
+            never = compare.unwritten_evidence(unwritten, len(got[key]), "token")
+            if never:
+                return f"{key}: {never}"
         ok = self.judged(case, got)
         if not ok.any():
             raise Blocked(

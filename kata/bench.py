@@ -1,9 +1,12 @@
 """``nox -s bench`` (GPU): the solution kernels against torch, timed in the same run.
 
-Writes ``reports/bench.json`` and ``reports/bench.png``. Times are medians of
-``triton.testing.do_bench`` (warm-up, L2 flushed between repetitions). Attention throughput is
-4 * B * H * S^2 * D flops (halved when causal); gating throughput counts the bytes the job must
-move: the logits read once, and 16 bytes written per token.
+Writes ``reports/bench.json`` and ``reports/bench.png``. Every time is the median of ROUNDS
+rounds, each round the median of one ``triton.testing.do_bench`` (warm-up first, L2 flushed
+between repetitions); the rounds' spread, (max - min) / median, is recorded beside it. A kernel
+and its baselines are timed round after round in turn, so drift hits them alike. Attention
+throughput is 4 * B * H * S^2 * D flops (halved when causal), against SDPA's default backend and
+each backend torch offers (cuDNN, FlashAttention-2, memory-efficient); gating throughput counts
+the bytes the job must move: the logits read once, and 16 bytes written per token.
 """
 
 from __future__ import annotations
@@ -11,81 +14,169 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from kata import catalogue, runtime  # first: it sets the environment triton reads
 import torch
 from triton.testing import do_bench
+
+ROUNDS = 5
+DRY = False  # --dry-run: tiny shapes in the interpreter, to test this script (times meaningless)
 
 
 def _load(stem: str):
     return catalogue.load_file(catalogue.SOLUTIONS / f"{stem}.py")
 
 
-def _ms(fn) -> float:
-    fn()  # compile / autotune outside the timing
-    torch.cuda.synchronize()
-    return float(do_bench(fn, warmup=25, rep=100, return_mode="median"))
+def _time(fns: dict, rounds: int = ROUNDS) -> dict:
+    """{name: {"ms": median, "spread": (max-min)/median, "rounds": [...]}}, rounds interleaved."""
+    found = {name: [] for name in fns}
+    for fn in fns.values():
+        fn()  # compile / autotune outside the timing
+    if not DRY:
+        torch.cuda.synchronize()
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            ms = 1.0 if DRY else float(do_bench(fn, warmup=10, rep=50, return_mode="median"))
+            found[name].append(ms)
+    out = {}
+    for name, ms in found.items():
+        med = statistics.median(ms)
+        out[name] = {
+            "ms": med,
+            "spread": (max(ms) - min(ms)) / med,
+            "rounds": [round(x, 5) for x in ms],
+        }
+    return out
 
 
-def copy_bandwidth() -> float:
+def gpu_state() -> dict:
+    """The GPU's name, clocks, power and temperature as nvidia-smi reports them now."""
+    fields = "name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu"
+    try:
+        line = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30).stdout.strip()  # fmt: skip
+        return dict(zip(fields.split(","), (x.strip() for x in line.split(","))))
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"error": repr(e)}
+
+
+def copy_bandwidth() -> dict:
     """TB/s of a 2 GiB device-to-device copy, counting bytes read and written."""
-    x = torch.empty(2**29, dtype=torch.float32, device="cuda")
+    n = 2**12 if DRY else 2**29
+    x = torch.empty(n, dtype=torch.float32, device=runtime.DEVICE)
     y = torch.empty_like(x)
-    ms = _ms(lambda: y.copy_(x))
-    return 2 * x.numel() * 4 / ms / 1e9
+    t = _time({"copy": lambda: y.copy_(x)})["copy"]
+    return {"tbps": 2 * n * 4 / t["ms"] / 1e9, "ms": t["ms"], "spread": t["spread"]}
+
+
+def _sdpa_backends() -> dict:
+    from torch.nn.attention import SDPBackend
+
+    return {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+            "efficient": SDPBackend.EFFICIENT_ATTENTION}  # fmt: skip
+
+
+def _sdpa_default_kernel(q, k, v, causal) -> str:
+    """The name of the CUDA kernel SDPA's default dispatch launches for these inputs."""
+    from torch.profiler import ProfilerActivity, profile
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        sdpa(q, k, v, is_causal=causal)
+        torch.cuda.synchronize()
+    names = [e.key for e in prof.key_averages() if e.device_type.name == "CUDA"]
+    return max(names, key=len)[:160] if names else "?"
 
 
 def attention_rows(quick: bool) -> list[dict]:
+    from torch.nn.attention import sdpa_kernel
+
     fast = _load("04_fast_attention").fast_attention
-    chapter = _load("01_flash_attention_core").flash_attention
+    fa3 = None
+    if not DRY and torch.cuda.get_device_capability()[0] == 9:
+        fa3 = _load("07_fa3_attention").fa3_attention
     sdpa = torch.nn.functional.scaled_dot_product_attention
     rows = []
-    for D in (64, 128):
-        for causal in (False, True):
-            for S in (1024, 4096) if quick else (1024, 4096, 16384):
-                B, H = 16384 // S, 2048 // D
-                q, k, v = (
-                    torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3)
-                )
-                flops = 4 * B * H * S * S * D / (2 if causal else 1)
-                row = {"D": D, "S": S, "B": B, "H": H, "causal": causal, "dtype": "bfloat16"}
-                ref = sdpa(q.float(), k.float(), v.float(), is_causal=causal)
-                got = fast(q, k, v, causal=causal)
-                row["max_err_vs_fp32"] = float((got.float() - ref).abs().max())
-                row["fast_ms"] = _ms(lambda: fast(q, k, v, causal=causal))
-                row["sdpa_ms"] = _ms(lambda: sdpa(q, k, v, is_causal=causal))
-                if S <= 4096:
+    cases = [(dt, D, causal, S) for dt in ("bfloat16", "float16") for D in (64, 128)
+             for causal in (False, True) for S in ((1024, 4096) if quick else (1024, 4096, 16384))
+             if dt == "bfloat16" or S >= 4096]  # fmt: skip
+    if DRY:
+        cases = [("float16", 64, c, 128) for c in (False, True)]
+    for dt, D, causal, S in cases:
+        B, H = (16384 // S, 2048 // D) if not DRY else (1, 2)
+        dtype = getattr(torch, dt)
+        q, k, v = (torch.randn(B, H, S, D, device=runtime.DEVICE, dtype=dtype) for _ in range(3))
+        flops = 4 * B * H * S * S * D / (2 if causal else 1)
+        row = {"dtype": dt, "D": D, "S": S, "B": B, "H": H, "causal": causal}
+        fns = {"fast": lambda: fast(q, k, v, causal=causal)}
+        if fa3 is not None:
+            fns["fa3"] = lambda: fa3(q, k, v, causal=causal)
+        if not DRY:
+            ref = sdpa(q.float(), k.float(), v.float(), is_causal=causal)
+            for name in list(fns):
+                try:
+                    row[f"{name}_max_err_vs_fp32"] = float((fns[name]().float() - ref).abs().max())
+                except Exception as e:  # noqa: BLE001 (07 is a showcase: report, carry on)
+                    row[f"{name}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+                    del fns[name]
+            del ref
+            fns["sdpa"] = lambda: sdpa(q, k, v, is_causal=causal)
+            row["sdpa_default_kernel"] = _sdpa_default_kernel(q, k, v, causal)
+            for name, backend in _sdpa_backends().items():
 
-                    def naive():
-                        s = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(D))
-                        if causal:
-                            s = s.masked_fill(
-                                torch.ones(S, S, device="cuda", dtype=torch.bool).triu(1),
-                                float("-inf"),
-                            )
-                        return torch.softmax(s, dim=-1) @ v
+                def run(backend=backend):
+                    with sdpa_kernel(backend):
+                        return sdpa(q, k, v, is_causal=causal)
 
-                    row["naive_ms"] = _ms(naive)
-                for key in ("fast", "sdpa", "naive"):
-                    if f"{key}_ms" in row:
-                        row[f"{key}_tflops"] = flops / row[f"{key}_ms"] / 1e9
-                row["speedup_vs_sdpa"] = row["sdpa_ms"] / row["fast_ms"]
-                rows.append(row)
-                print(f"attention D={D:<3} S={S:<5} causal={causal!s:<5} fast {row['fast_tflops']:6.0f} "
-                      f"TFLOP/s  sdpa {row['sdpa_tflops']:6.0f}  x{row['speedup_vs_sdpa']:.2f}", flush=True)  # fmt: skip
+                try:
+                    run()
+                    fns[f"sdpa_{name}"] = run
+                except RuntimeError as e:
+                    row[f"sdpa_{name}_error"] = str(e).splitlines()[0][:160]
+            if S <= 4096 and dt == "bfloat16":
+
+                def naive():
+                    s = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(D))
+                    if causal:
+                        s = s.masked_fill(
+                            torch.ones(S, S, device="cuda", dtype=torch.bool).triu(1), float("-inf")
+                        )
+                    return torch.softmax(s, dim=-1) @ v
+
+                fns["naive"] = naive
+        for name, t in _time(fns).items():
+            row[f"{name}_ms"], row[f"{name}_spread"] = t["ms"], t["spread"]
+            row[f"{name}_tflops"] = flops / t["ms"] / 1e9
+        for name in ("fast", "fa3"):
+            for base in [b for b in fns if b.startswith("sdpa")]:
+                if f"{name}_ms" in row:
+                    row[f"{name}_vs_{base}"] = row[f"{base}_ms"] / row[f"{name}_ms"]
+        rows.append(row)
+        print(f"attention {dt:<8} D={D:<3} S={S:<5} causal={causal!s:<5} 04 {row['fast_tflops']:5.0f} TFLOP/s"
+              + (f"  07 {row['fa3_tflops']:5.0f}" if "fa3_tflops" in row else "")
+              + "".join(f"  {b} {row[b + '_tflops']:4.0f}" for b in fns if b.startswith("sdpa"))
+              + (f"  04/sdpa x{row['fast_vs_sdpa']:.2f}" if "fast_vs_sdpa" in row else ""), flush=True)  # fmt: skip
+        del q, k, v
     # The chapter's one-head fp32 kernel, for scale (one head of S = 4096, D = 64).
-    q, k, v = (torch.randn(4096, 64, device="cuda") for _ in range(3))
-    ms = _ms(lambda: chapter(q, k, v, BLOCK_M=64, BLOCK_N=64))
-    rows.append({"kernel": "01 chapter kernel, one head fp32", "S": 4096, "D": 64, "ms": ms,
-                 "tflops": 4 * 4096 * 4096 * 64 / ms / 1e9})  # fmt: skip
+    if not DRY:
+        chapter = _load("01_flash_attention_core").flash_attention
+        q, k, v = (torch.randn(4096, 64, device="cuda") for _ in range(3))
+        t = _time({"chapter": lambda: chapter(q, k, v, BLOCK_M=64, BLOCK_N=64)}, rounds=3)[
+            "chapter"
+        ]
+        rows.append({"kernel": "01 chapter kernel, one head fp32", "S": 4096, "D": 64, "ms": t["ms"],
+                     "spread": t["spread"], "tflops": 4 * 4096 * 4096 * 64 / t["ms"] / 1e9})  # fmt: skip
     return rows
 
 
-def gating_rows(quick: bool) -> list[dict]:
+def gating_rows(quick: bool, copy_tbps: float) -> list[dict]:
     fast = _load("05_fast_gating").fast_top2_gating
     chapter = _load("03_moe_gating").moe_top2_gating
 
@@ -95,35 +186,52 @@ def gating_rows(quick: bool) -> list[dict]:
         return w / w.sum(dim=-1, keepdim=True), i
 
     rows = []
-    M = 2**20
+    M = 300 if DRY else 2**20
     for dtype in (torch.float32, torch.bfloat16):
         for E in (8, 64, 128, 256) if not quick else (128,):
-            x = torch.randn(M, E, device="cuda", dtype=dtype)
+            x = torch.randn(M, E, device=runtime.DEVICE, dtype=dtype)
+            if DRY:
+                x = x.float()
             moved = M * E * x.element_size() + M * 16
-            row = {"M": M, "E": E, "dtype": str(dtype).removeprefix("torch.")}
+            row = {
+                "M": M,
+                "E": E,
+                "dtype": str(dtype).removeprefix("torch."),
+                "mb_moved": moved / 1e6,
+            }
             w0, w1, i0, i1 = fast(x)
+            top = torch.topk(x.double(), 2, dim=-1).values
+            row["top2_values_agree"] = float(
+                ((x.gather(1, i0.long()[:, None])[:, 0].double() == top[:, 0])
+                 & (x.gather(1, i1.long()[:, None])[:, 0].double() == top[:, 1]) & (i0 != i1)).float().mean()
+            )  # fmt: skip
+            w1_ref = torch.exp(top[:, 1] - top[:, 0]) / (1 + torch.exp(top[:, 1] - top[:, 0]))
+            row["max_weight_err_vs_fp64"] = float(
+                torch.maximum(
+                    (w1.double() - w1_ref).abs(), (w0.double() - (1 - w1_ref)).abs()
+                ).max()
+            )
             tw, ti = torch_gating(x)
-            row["indices_agree"] = float(
+            row["indices_agree_with_torch"] = float(
                 ((i0.long() == ti[:, 0]) & (i1.long() == ti[:, 1])).float().mean()
             )
-            row["max_weight_err"] = float(
-                torch.maximum((w0 - tw[:, 0]).abs(), (w1 - tw[:, 1]).abs()).max()
-            )
-            row["fast_ms"] = _ms(lambda: fast(x))
-            row["torch_ms"] = _ms(lambda: torch_gating(x))
-            row["chapter_ms"] = _ms(lambda: chapter(x))
-            for key in ("fast", "torch", "chapter"):
-                row[f"{key}_tbps"] = moved / row[f"{key}_ms"] / 1e9
+            for name, t in _time({"fast": lambda: fast(x), "chapter": lambda: chapter(x),
+                                  "torch": lambda: torch_gating(x)}).items():  # fmt: skip
+                row[f"{name}_ms"], row[f"{name}_spread"] = t["ms"], t["spread"]
+                row[f"{name}_tbps"] = moved / t["ms"] / 1e9
+            row["fast_pct_of_copy"] = 100 * row["fast_tbps"] / copy_tbps
             row["speedup_vs_torch"] = row["torch_ms"] / row["fast_ms"]
+            row["speedup_vs_chapter"] = row["chapter_ms"] / row["fast_ms"]
             rows.append(row)
-            print(f"gating M=1M E={E:<3} {row['dtype']:<8} fast {row['fast_ms']:.3f} ms ({row['fast_tbps']:.2f} TB/s)"
-                  f"  chapter {row['chapter_ms']:.3f}  torch {row['torch_ms']:.3f}", flush=True)  # fmt: skip
+            print(f"gating M=1M E={E:<3} {row['dtype']:<8} 05 {row['fast_ms'] * 1e3:6.1f} us "
+                  f"({row['fast_tbps']:.2f} TB/s, {row['fast_pct_of_copy']:.0f}% of copy)  "
+                  f"chapter {row['chapter_ms']:.3f} ms  torch {row['torch_ms']:.3f} ms", flush=True)  # fmt: skip
+            del top, w1_ref, tw, ti
     return rows
 
 
 def grader_speed() -> dict:
     """`python -m grader --target solutions` twice: a cold Triton cache, then warm."""
-    import os
     import tempfile
 
     env = dict(os.environ, TRITON_CACHE_DIR=tempfile.mkdtemp())
@@ -143,72 +251,69 @@ def plot(data: dict, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, g) = plt.subplots(1, 2, figsize=(11, 4))
-    for D in (64, 128):
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for a, D in zip(axes[:2], (64, 128)):
         for causal, style in ((False, "-"), (True, "--")):
-            pts = [
-                r
-                for r in data["attention"]
-                if r.get("D") == D and r.get("causal") == causal and "fast_ms" in r
-            ]
+            pts = [r for r in data["attention"] if r.get("D") == D and r.get("causal") == causal
+                   and r.get("dtype") == "bfloat16" and "fast_ms" in r]  # fmt: skip
             S = [r["S"] for r in pts]
-            a.plot(
-                S,
-                [r["fast_tflops"] for r in pts],
-                "o" + style,
-                label=f"04, D={D}{' causal' if causal else ''}",
-            )
-            a.plot(
-                S,
-                [r["sdpa_tflops"] for r in pts],
-                "x" + style,
-                alpha=0.6,
-                label=f"SDPA, D={D}{' causal' if causal else ''}",
-            )
-    a.set(
-        xscale="log",
-        xlabel="sequence length S (B*S = 16k)",
-        ylabel="TFLOP/s",
-        title="Attention, bf16, H200",
-    )
-    a.legend(fontsize=7)
-    gat = [r for r in data["gating"] if r["dtype"] == "float32"]
-    E = [str(r["E"]) for r in gat]
+            tag = " causal" if causal else ""
+            for key, mark, label in (("fast", "o", "04"), ("fa3", "s", "07 (Gluon)"),
+                                     ("sdpa", "x", "SDPA default"), ("sdpa_cudnn", "+", "SDPA cuDNN"),
+                                     ("sdpa_flash", "v", "SDPA flash")):  # fmt: skip
+                if pts and f"{key}_tflops" in pts[0]:
+                    a.plot(S, [r[f"{key}_tflops"] for r in pts], mark + style, label=label + tag,
+                           alpha=1.0 if key in ("fast", "fa3") else 0.55)  # fmt: skip
+        a.set(xscale="log", xlabel="sequence length S (B*S = 16k)", ylabel="TFLOP/s",
+              title=f"Attention, bf16, D = {D}")  # fmt: skip
+        a.legend(fontsize=6, ncol=2)
+    g = axes[2]
+    gat = data["gating"]
+    labels = [f"{r['E']}\n{'fp32' if r['dtype'] == 'float32' else 'bf16'}" for r in gat]
     for i, key in enumerate(("fast", "chapter", "torch")):
-        g.bar(
-            [x + i * 0.27 for x in range(len(E))], [r[f"{key}_tbps"] for r in gat], 0.27, label=key
-        )
-    g.axhline(data["copy_tbps"], color="k", ls="--", lw=1, label="copy bandwidth")
-    g.set(xticks=range(len(E)), xticklabels=E, xlabel="experts E (M = 1M tokens, fp32)", ylabel="TB/s",
-          title="Top-2 gating")  # fmt: skip
+        g.bar([x + i * 0.27 for x in range(len(gat))], [r[f"{key}_tbps"] for r in gat], 0.27,
+              label={"fast": "05", "chapter": "03 (chapter)", "torch": "torch"}[key])  # fmt: skip
+    g.axhline(data["copy"]["tbps"], color="k", ls="--", lw=1, label="copy bandwidth")
+    g.set(xticks=range(len(gat)), xticklabels=labels, xlabel="experts E (M = 1M tokens)",
+          ylabel="TB/s", title="Top-2 gating")  # fmt: skip
     g.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
 
 def main(argv: list[str] | None = None) -> int:
+    global DRY
     p = argparse.ArgumentParser(prog="nox -s bench --")
     p.add_argument("--quick", action="store_true", help="fewer sizes")
     p.add_argument("--no-grader", action="store_true", help="skip timing the grader")
+    p.add_argument("--dry-run", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--out", default=str(catalogue.ROOT / "reports"), help="folder for the results")
     args = p.parse_args(argv)
-    if runtime.INTERPRETER:
+    DRY = args.dry_run
+    if runtime.INTERPRETER and not DRY:
         print("bench: needs a CUDA GPU (the interpreter's timings mean nothing)", file=sys.stderr)
         return 2
+    import triton
+
     data = {
-        "gpu": torch.cuda.get_device_name(), "versions": runtime.versions(),
-        "platform": platform.platform(), "copy_tbps": copy_bandwidth(),
+        "gpu": "interpreter" if DRY else torch.cuda.get_device_name(),
+        "versions": runtime.versions(), "platform": platform.platform(),
+        "method": f"median of {ROUNDS} rounds of do_bench(warmup=10, rep=50, median), L2 flushed; "
+                  "spread = (max - min) / median over the rounds",
+        "gpu_state_before": {} if DRY else gpu_state(),
     }  # fmt: skip
-    print(
-        f"{data['gpu']}: copy bandwidth {data['copy_tbps']:.2f} TB/s; {data['versions']}",
-        flush=True,
-    )
-    data["gating"] = gating_rows(args.quick)
+    data["copy"] = copy_bandwidth()
+    print(f"{data['gpu']}: copy bandwidth {data['copy']['tbps']:.2f} TB/s; {data['versions']}; "
+          f"{data['gpu_state_before']}", flush=True)  # fmt: skip
+    data["gating"] = gating_rows(args.quick, data["copy"]["tbps"])
     data["attention"] = attention_rows(args.quick)
-    if not args.no_grader:
+    data["gpu_state_after"] = {} if DRY else gpu_state()
+    data["triton"] = triton.__version__
+    if not args.no_grader and not DRY:
         data["grader_s"] = grader_speed()
         print(f"grader on solutions: {data['grader_s']}")
-    out = catalogue.ROOT / "reports"
-    out.mkdir(exist_ok=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(data, indent=2))
     try:
         plot(data, out / "bench.png")

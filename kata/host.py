@@ -131,11 +131,11 @@ def launch_gating(kernel, logits, *, out=None):
 # ---- the performance track (exercises 04 and 05) -------------------------------------------
 
 FAST_HEAD_DIMS = (16, 32, 64, 128)
-FAST_SEQ_MULTIPLE = 128
+FAST_ALIGN_BYTES = 16  # what a TMA tensor descriptor needs of the base address and the strides
 
 
 def check_fast_attention_inputs(q, k, v) -> None:
-    """(B, H, S, D) bf16/fp16 tensors of one shape, S a multiple of 128, unit-stride D."""
+    """(B, H, S, D) bf16/fp16 tensors of one shape; unit-stride D, other strides 16-byte multiples."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
@@ -156,18 +156,33 @@ def check_fast_attention_inputs(q, k, v) -> None:
     B, H, S, D = q.shape
     if D not in FAST_HEAD_DIMS:
         raise ValueError(f"head_dim must be one of {FAST_HEAD_DIMS}, got {D}")
-    if S % FAST_SEQ_MULTIPLE:
-        raise ValueError(f"sequence length must be a multiple of {FAST_SEQ_MULTIPLE}, got {S}")
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        size = x.element_size()
+        if x.data_ptr() % FAST_ALIGN_BYTES or any(
+            (st * size) % FAST_ALIGN_BYTES for st, n in zip(x.stride()[:3], x.shape[:3]) if n > 1
+        ):
+            raise ValueError(
+                f"{name} must start at a {FAST_ALIGN_BYTES}-byte boundary and have batch, head and "
+                f"sequence strides that are multiples of {FAST_ALIGN_BYTES} bytes (a tensor "
+                f"descriptor's rule), got strides {tuple(x.stride())}; pass x.contiguous()"
+            )
     _require_device(q=q, k=k, v=v)
 
 
+def _descriptor_scratch(size: int, alignment: int, stream):
+    """Global memory where kernels write the tensor descriptors they make on the device."""
+    return torch.empty(size, dtype=torch.int8, device=runtime.DEVICE)
+
+
 def launch_fast_attention(kernel, q, k, v, *, causal: bool = False, out=None):
+    """Check the inputs, then run ``attention_fwd_kernel``; ``out`` may be preallocated like q."""
     check_fast_attention_inputs(q, k, v)
     B, H, S, D = q.shape
     if out is None:
         out = torch.empty_like(q)
     if q.numel() == 0:
         return out
+    triton.set_allocator(_descriptor_scratch)
     grid = lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)  # noqa: E731
     kernel[grid](
         q, k, v, out,

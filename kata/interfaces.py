@@ -30,7 +30,7 @@ BHSD_ATTENTION_PARAMS = (
     "q_ptr", "k_ptr", "v_ptr", "out_ptr",
     "stride_qb", "stride_qh", "stride_qs", "stride_kb", "stride_kh", "stride_ks",
     "stride_vb", "stride_vh", "stride_vs", "stride_ob", "stride_oh", "stride_os",
-    "H", "S", "sm_scale", "HEAD_DIM", "CAUSAL", "BLOCK_M", "BLOCK_N",
+    "H", "S", "sm_scale", "HEAD_DIM", "CAUSAL", "BLOCK_M", "BLOCK_N", "TMA",
 )  # fmt: skip
 TILED_GATING_PARAMS = GATING_PARAMS + ("BLOCK_M",)
 

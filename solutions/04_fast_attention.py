@@ -7,8 +7,14 @@ The same online softmax as 01 and the same causal rule as 02, written the way fa
 * exp2 instead of exp: exp(x) = exp2(x * log2(e)), so log2(e) is folded into the softmax scale
   once and every exponential becomes the GPU's native exp2.
 * Causal attention splits the key loop in two stages: tiles left of the diagonal need no mask
-  at all, only the diagonal tile does, and tiles right of it are never visited.
-* Block sizes, warps and pipeline stages are autotuned per (S, D, causal).
+  at all, only the diagonal tile does, and tiles right of it are never visited. The query tiles
+  with the most work start first, so the short ones fill in at the end.
+* Any S: only the last key tile masks the columns past S.
+* Two ways to bring K and V tiles in, chosen by the autotuner with the block sizes, warps and
+  pipeline stages per (S, D, causal): plain pointer loads, or tensor descriptors (Hopper's TMA
+  engine copies a whole tile into shared memory in one instruction). A program makes its
+  descriptors on the device, which costs a few microseconds: that pays off only when the key
+  loop is long.
 
 Reference: ``kata.oracles.attention`` per (batch, head), and
 ``torch.nn.functional.scaled_dot_product_attention``.
@@ -29,41 +35,62 @@ import triton.language as tl
 from kata import examples, host
 
 CONFIGS = [
-    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-    for bm, bn, w, s in (
-        (128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 4),
+    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "TMA": tma}, num_warps=w, num_stages=s)
+    for bm, bn, w, s, tma in (
+        (128, 64, 4, 3, False), (128, 64, 8, 3, False), (64, 64, 4, 3, False), (128, 128, 8, 3, False),
+        (128, 64, 4, 2, True), (64, 64, 4, 2, True), (64, 128, 4, 2, True),
     )
 ]  # fmt: skip
 if runtime.INTERPRETER:  # one configuration: the interpreter would time them all, slowly
-    CONFIGS = [triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=1)]
+    CONFIGS = [
+        triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "TMA": True}, num_warps=4, num_stages=1)
+    ]
 # The CPU interpreter gets bf16 arithmetic wrong (it keeps raw 16-bit patterns), so there the
 # tiles are widened to fp32 as they load; compiled kernels keep 16-bit tiles for tensor cores.
 UPCAST = tl.constexpr(runtime.INTERPRETER)
+# What a key tile needs masked: nothing, the causal diagonal, or the columns past S.
+NO_MASK, DIAGONAL, PAST_S = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
+
+
+@triton.jit
+def _load_tile(src, row0, offs_d, stride, n_rows, BLOCK: tl.constexpr, TMA: tl.constexpr,
+               MASKED: tl.constexpr):  # fmt: skip
+    """Rows [row0, row0 + BLOCK) of a head's (S, D) matrix: a descriptor, or a base pointer."""
+    if TMA:
+        tile = src.load([row0, 0])  # rows past S arrive as zeros
+    else:
+        offs = row0 + tl.arange(0, BLOCK)
+        ptrs = src + offs[:, None] * stride + offs_d[None, :]
+        if MASKED:
+            tile = tl.load(ptrs, mask=offs[:, None] < n_rows, other=0.0)
+        else:
+            tile = tl.load(ptrs)
+    if UPCAST:
+        tile = tile.to(tl.float32)
+    return tile
 
 
 @triton.jit
 def _attend_tiles(
-    acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, lo, hi, qk_scale,
-    BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
+    acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, offs_m, offs_d, lo, hi, S, qk_scale,
+    BLOCK_N: tl.constexpr, MASK: tl.constexpr, TMA: tl.constexpr,
 ):  # fmt: skip
     """The online-softmax loop over key tiles [lo, hi) for one query tile (base-2 exponent)."""
     for n0 in tl.range(lo, hi, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N)
-        k = tl.load(k_base + offs_n[None, :] * stride_kn + offs_d[:, None])  # (D, BLOCK_N)
-        if UPCAST:
-            k = k.to(tl.float32)
-        s = tl.dot(q, k)
-        if MASKED:
-            s = tl.where(offs_m[:, None] >= offs_n[None, :], s * qk_scale, float("-inf"))
-        else:
-            s = s * qk_scale
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        p = tl.math.exp2(s - m_new[:, None])
+        k = _load_tile(k_src, n0, offs_d, stride_kn, S, BLOCK_N, TMA, MASK != NO_MASK)
+        s = tl.dot(q, k.T)
+        if MASK == DIAGONAL:
+            s = tl.where(offs_m[:, None] >= offs_n[None, :], s, float("-inf"))
+        if MASK == PAST_S:
+            s = tl.where(offs_n[None, :] < S, s, float("-inf"))
+        # The scale is positive, so the row maximum can be taken before scaling; then scaling
+        # and subtracting it is one fused multiply-add per score.
+        m_new = tl.maximum(m_i, tl.max(s, axis=1) * qk_scale)
+        p = tl.math.exp2(s * qk_scale - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = tl.load(v_base + offs_n[:, None] * stride_vn + offs_d[None, :])
-        if UPCAST:
-            v = v.to(tl.float32)
+        v = _load_tile(v_src, n0, offs_d, stride_vn, S, BLOCK_N, TMA, MASK != NO_MASK)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
         m_i = m_new
     return acc, l_i, m_i
@@ -77,17 +104,26 @@ def attention_fwd_kernel(
     stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os,
     H, S, sm_scale,
     HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    TMA: tl.constexpr = False,
 ):  # fmt: skip
     # Query tiles vary fastest, so neighbouring programs share one (batch, head)'s keys in L2.
     pid_m = tl.program_id(0)
+    if CAUSAL:  # the last query tiles see the most keys: start them first
+        pid_m = tl.num_programs(0) - 1 - pid_m
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     q_base = q_ptr + b.to(tl.int64) * stride_qb + h * stride_qh
-    k_base = k_ptr + b.to(tl.int64) * stride_kb + h * stride_kh
-    v_base = v_ptr + b.to(tl.int64) * stride_vb + h * stride_vh
-    q = tl.load(q_base + offs_m[:, None] * stride_qs + offs_d[None, :])
+    k_src = k_ptr + b.to(tl.int64) * stride_kb + h * stride_kh
+    v_src = v_ptr + b.to(tl.int64) * stride_vb + h * stride_vh
+    if TMA:  # one descriptor per (S, D) matrix of this head; rows past S read as zeros
+        k_src = tl.make_tensor_descriptor(k_src, shape=[S, HEAD_DIM], strides=[stride_ks, 1],
+                                          block_shape=[BLOCK_N, HEAD_DIM])  # fmt: skip
+        v_src = tl.make_tensor_descriptor(v_src, shape=[S, HEAD_DIM], strides=[stride_vs, 1],
+                                          block_shape=[BLOCK_N, HEAD_DIM])  # fmt: skip
+    q_mask = offs_m[:, None] < S
+    q = tl.load(q_base + offs_m[:, None] * stride_qs + offs_d[None, :], mask=q_mask, other=0.0)
     if UPCAST:
         q = q.to(tl.float32)
 
@@ -104,31 +140,37 @@ def attention_fwd_kernel(
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     if CAUSAL:
         # Stage 1: key tiles wholly left of this query tile's diagonal, no mask needed.
-        acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs,
-                                      offs_m, offs_d, 0, pid_m * BLOCK_M, qk_scale,
-                                      BLOCK_N, False)  # fmt: skip
+        acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, k_src, v_src, stride_ks, stride_vs,
+                                      offs_m, offs_d, 0, pid_m * BLOCK_M, S, qk_scale,
+                                      BLOCK_N, NO_MASK, TMA)  # fmt: skip
         # TODO(causal-stages): Stage 2 covers the diagonal: the key tiles from this query
         # tile's first row to its last, where only pairs with key <= query are visible.
+        # (Keys past S need no mask of their own: they lie right of every real query.)
         # BEGIN SOLUTION
-        acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs,
-                                      offs_m, offs_d, pid_m * BLOCK_M, (pid_m + 1) * BLOCK_M,
-                                      qk_scale, BLOCK_N, True)  # fmt: skip
+        acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, k_src, v_src, stride_ks, stride_vs,
+                                      offs_m, offs_d, pid_m * BLOCK_M, (pid_m + 1) * BLOCK_M, S,
+                                      qk_scale, BLOCK_N, DIAGONAL, TMA)  # fmt: skip
         # END SOLUTION
     else:
-        acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs,
-                                      offs_m, offs_d, 0, S, qk_scale, BLOCK_N, False)  # fmt: skip
+        # Whole key tiles without a mask; a last, partial tile masks the columns past S.
+        s_full = S - S % BLOCK_N
+        acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, k_src, v_src, stride_ks, stride_vs,
+                                      offs_m, offs_d, 0, s_full, S, qk_scale,
+                                      BLOCK_N, NO_MASK, TMA)  # fmt: skip
+        acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, k_src, v_src, stride_ks, stride_vs,
+                                      offs_m, offs_d, s_full, S, S, qk_scale,
+                                      BLOCK_N, PAST_S, TMA)  # fmt: skip
     out = acc / l_i[:, None]
     o_base = out_ptr + b.to(tl.int64) * stride_ob + h * stride_oh
-    tl.store(
-        o_base + offs_m[:, None] * stride_os + offs_d[None, :], out.to(out_ptr.dtype.element_ty)
-    )
+    tl.store(o_base + offs_m[:, None] * stride_os + offs_d[None, :],
+             out.to(out_ptr.dtype.element_ty), mask=q_mask)  # fmt: skip
 
 
 def fast_attention(q, k, v, causal=False):
     """softmax(q k^T / sqrt(D)) v for (B, H, S, D) bf16/fp16 tensors, optionally causal.
 
-    S must be a multiple of 128 and D one of 16, 32, 64, 128 (the tiles are not masked); the
-    last dimension must be contiguous. Returns a tensor like q.
+    D must be one of 16, 32, 64, 128; any S >= 1. The last dimension must be contiguous and the
+    other strides multiples of 16 bytes (what a tensor descriptor needs). Returns a tensor like q.
     """
     return host.launch_fast_attention(attention_fwd_kernel, q, k, v, causal=causal)
 

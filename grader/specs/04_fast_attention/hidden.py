@@ -36,9 +36,9 @@ CHECKS = [
 REFERENCE = {
     "exp2-scale": "qk_scale = sm_scale * 1.4426950408889634",
     "causal-stages": """\
-acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs,
-                              offs_m, offs_d, pid_m * BLOCK_M, (pid_m + 1) * BLOCK_M,
-                              qk_scale, BLOCK_N, True)  # fmt: skip""",
+acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, k_src, v_src, stride_ks, stride_vs,
+                              offs_m, offs_d, pid_m * BLOCK_M, (pid_m + 1) * BLOCK_M, S,
+                              qk_scale, BLOCK_N, DIAGONAL, TMA)  # fmt: skip""",
 }
 
 GALLERY = [

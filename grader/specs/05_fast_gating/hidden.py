@@ -1,6 +1,6 @@
 """Exercise 05 (performance track), the instructor's checks and gallery."""
 
-from grader.gallery import wrong
+from grader.gallery import right, wrong
 from grader.inputs import dominant, logits, round_to, ties
 from grader.model import Case, Check
 from grader.traps import TIES_NOT_LOWEST_INDEX, TOP1_FILL_TOO_HIGH, TOP2_NOT_MASKED
@@ -33,16 +33,25 @@ CHECKS = [
 
 REFERENCE = {
     "rows-per-program": "rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)",
-    "top2-mask": "rest = tl.where(cols[None, :] == i0[:, None], -(2**63), packed)",
+    "top2-mask": """\
+holds_top1 = i1 == i0[:, None]
+rest, rest_idx = tl.where(holds_top1, t2, t1), tl.where(holds_top1, i2, i1)""",
 }
 
 GALLERY = [
-    wrong("05-top2-not-masked", "the second max finds the top-1 again",
-          fills={"top2-mask": "rest = packed"}, traps=["top2-not-masked"], breaks="top2-mask",
-          failed=["fast-gating-top2"]),
-    wrong("05-highest-index-on-ties", "packs the index so that ties go to the highest expert",
-          edits=[("| (BLOCK_E - 1 - cols)[None, :].to(tl.int64)", "| cols[None, :].to(tl.int64)"),
-                 ("i0 = BLOCK_E - 1 - (top1 & 0xFFFFFFFF).to(tl.int32)", "i0 = (top1 & 0xFFFFFFFF).to(tl.int32)"),
-                 ("i1 = BLOCK_E - 1 - (top2 & 0xFFFFFFFF).to(tl.int32)", "i1 = (top2 & 0xFFFFFFFF).to(tl.int32)")],
+    wrong("05-top2-not-masked", "the best slot is picked again, so the top-1 comes back",
+          fills={"top2-mask": "rest, rest_idx = t1, i1"}, traps=["top2-not-masked"],
+          breaks="top2-mask", failed=["fast-gating-top2"]),
+    wrong("05-highest-index-on-ties", "merges equal logits toward the highest expert index",
+          edits=[("take = (v1 > v0) | ((v1 == v0) & (i1 < i0))",
+                  "take = (v1 > v0) | ((v1 == v0) & (i1 > i0))")],
           traps=["ties-not-lowest-index"], failed=["fast-gating-top2"]),
+    wrong("05-one-token-per-tile", "the skeleton's row mapping: every row of a tile is its first "
+          "token, so the others are never written",
+          fills={"rows-per-program": "rows = pid * BLOCK_M + tl.zeros([BLOCK_M], dtype=tl.int32)"},
+          failed=["fast-gating-weights"], expect={"message": "never written"}),
+    right("05-top2-mask-by-index-compare", "the top-1's slot found by comparing with each row's "
+          "top-1 expert, written as one where per output",
+          fills={"top2-mask": "rest = tl.where(i1 == i0[:, None], t2, t1)\n"
+                              "rest_idx = tl.where(i1 == i0[:, None], i2, i1)"}),
 ]  # fmt: skip

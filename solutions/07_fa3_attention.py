@@ -1,0 +1,284 @@
+"""Showcase 07 (instructors): FlashAttention-3's structure in Gluon, for Hopper GPUs only.
+
+Exercise 04 leaves the schedule to Triton's compiler: every warp loads, multiplies and
+exponentiates in turn, and the compiler overlaps what it can. On an H100/H200 that stops near
+90% of cuDNN, because the softmax's exponentials (16 per clock per SM) cannot hide behind the
+tensor-core matmuls of the same warps. FlashAttention-3 gives each job its own warps, and Gluon
+(Triton's lower-level dialect, shipped with Triton 3.6) lets us write that schedule by hand:
+
+* a **producer** partition issues TMA bulk copies of K and V tiles into a ring of shared-memory
+  stages, each stage guarded by two mbarriers ("full" once its bytes landed, "empty" once both
+  consumers are done with it);
+* two **consumer** warpgroups, each owning 64 query rows of the program's 128, run the online
+  softmax of exercise 04 with asynchronous ``wgmma`` (``warpgroup_mma(is_async=True)``). The two
+  are independent partitions, so while one exponentiates, the other's matmuls keep the tensor
+  cores busy: the ping-pong FlashAttention-3 schedules explicitly happens here through the warp
+  scheduler;
+* ``gl.warp_specialize`` splits the registers: the producer needs few, the consumers get 240.
+
+The math is exercise 04's, with the same interface (``attention_fwd_kernel``'s parameters), the
+same host checks and the same launcher, so the grader checks it with 04's cases. Any S works:
+the tensor descriptors read zeros past the end and clip the stores, and the last key tile masks
+the columns past S. Not a student exercise: graded as correct or not, and timed by
+``nox -s bench``. It needs a Hopper GPU (sm_90); in the interpreter the file only says so.
+"""
+
+import sys
+from pathlib import Path
+
+try:  # The runtime picks GPU or interpreter, and must run before triton is imported.
+    from kata import runtime
+except ModuleNotFoundError:  # run as a script from a checkout of the kata
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from kata import runtime
+
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+from kata import examples, host
+
+ROWS = 64  # query rows per consumer warpgroup (one wgmma M-tile)
+CONSUMERS = 2
+# BLOCK_M is the program's query rows (both consumers); STAGES is the depth of the K/V ring.
+# On an H200, 128-key tiles beat 64-key ones by 5-15%; three stages fit in shared memory only
+# for D <= 64 (the autotuner drops the configuration where they do not).
+CONFIGS = [
+    triton.Config({"BLOCK_M": ROWS * CONSUMERS, "BLOCK_N": 128, "STAGES": st}, num_warps=4)
+    for st in (2, 3)
+]
+NO_MASK, DIAGONAL, PAST_S = gl.constexpr(0), gl.constexpr(1), gl.constexpr(2)
+FIRST, SECOND = gl.constexpr(0), gl.constexpr(1)  # which consumer: its rows start at WHICH * 64
+
+
+@gluon.jit
+def _producer(k_desc, v_desc, k_smem, v_smem, k_full, v_full, kv_empty, n_hi,
+              BLOCK_N: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+    """Stream the key and value tiles [0, n_hi) through the ring, one stage ahead of need."""
+    for i in range(gl.cdiv(n_hi, BLOCK_N)):
+        s = i % STAGES
+        # Wait until both consumers released this stage's previous tile (a fresh barrier
+        # counts as released: waiting on the parity before its first phase returns at once).
+        mbarrier.wait(kv_empty.index(s), ((i // STAGES) & 1) ^ 1)
+        mbarrier.expect(k_full.index(s), k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [i * BLOCK_N, 0], k_full.index(s), k_smem.index(s))
+        mbarrier.expect(v_full.index(s), v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(v_desc, [i * BLOCK_N, 0], v_full.index(s), v_smem.index(s))
+
+
+@gluon.jit
+def _attend(acc, l_i, m_i, q, k_smem, v_smem, k_full, v_full, kv_empty, i, lo, hi, offs_m, S,
+            qk_scale, s_layout: gl.constexpr, p_layout: gl.constexpr, o_layout: gl.constexpr,
+            BLOCK_N: gl.constexpr, STAGES: gl.constexpr, MASK: gl.constexpr):  # fmt: skip
+    """The online softmax over key tiles [lo, hi); i counts tiles through the ring."""
+    dtype: gl.constexpr = k_smem.dtype
+    for n0 in range(lo, hi, BLOCK_N):
+        s = i % STAGES
+        phase = (i // STAGES) & 1
+        mbarrier.wait(k_full.index(s), phase)
+        zero = gl.zeros([64, BLOCK_N], gl.float32, s_layout)
+        scores = warpgroup_mma(q, k_smem.index(s).permute((1, 0)), zero, use_acc=False,
+                               is_async=True)  # fmt: skip
+        scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))
+        if MASK != NO_MASK:
+            offs_n = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+            if MASK == DIAGONAL:
+                visible = offs_m[:, None] >= offs_n[None, :]
+            else:
+                visible = (offs_m[:, None] >= 0) & (offs_n[None, :] < S)
+            scores = gl.where(visible, scores, float("-inf"))
+        m_new = gl.maximum(m_i, gl.max(scores, axis=1) * qk_scale)
+        p = gl.exp2(scores * qk_scale - m_new[:, None])
+        alpha = gl.exp2(m_i - m_new)
+        l_i = l_i * alpha + gl.sum(p, axis=1)
+        acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        mbarrier.wait(v_full.index(s), phase)
+        acc = warpgroup_mma(p_op, v_smem.index(s), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(kv_empty.index(s), count=1)
+        m_i = m_new
+        i += 1
+    return acc, l_i, m_i, i
+
+
+@gluon.jit
+def _consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_full, k_full, v_full, kv_empty, m0, S,
+              sm_scale, WHICH: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
+              BLOCK_N: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+    """One warpgroup's 64 query rows: the loop of exercise 04, with wgmma and the ring."""
+    dtype: gl.constexpr = q_desc.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
+    )
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    rows: gl.constexpr = gl.SliceLayout(1, s_layout)
+
+    row0 = m0 + WHICH * 64
+    offs_m = row0 + gl.arange(0, 64, layout=rows)
+    mbarrier.wait(q_full, 0)
+    q = q_smem.slice(WHICH * 64, 64, dim=0)
+    qk_scale = sm_scale * 1.4426950408889634
+    m_i = gl.full([64], float("-inf"), gl.float32, rows)
+    l_i = gl.zeros([64], gl.float32, rows)
+    acc = gl.zeros([64, HEAD_DIM], gl.float32, o_layout)
+    i = gl.to_tensor(0)  # tiles consumed so far: the position in the ring
+    if CAUSAL:
+        # The producer streams keys up to the program's diagonal; tiles left of it need no
+        # mask, the rest the causal one (which also hides keys past S from every real row).
+        n_hi = gl.minimum(m0 + 2 * 64, S)
+        acc, l_i, m_i, i = _attend(acc, l_i, m_i, q, k_smem, v_smem, k_full, v_full, kv_empty,
+                                   i, 0, m0, offs_m, S, qk_scale, s_layout, p_layout, o_layout,
+                                   BLOCK_N, STAGES, NO_MASK)  # fmt: skip
+        acc, l_i, m_i, i = _attend(acc, l_i, m_i, q, k_smem, v_smem, k_full, v_full, kv_empty,
+                                   i, m0, n_hi, offs_m, S, qk_scale, s_layout, p_layout,
+                                   o_layout, BLOCK_N, STAGES, DIAGONAL)  # fmt: skip
+    else:
+        s_full = S - S % BLOCK_N
+        acc, l_i, m_i, i = _attend(acc, l_i, m_i, q, k_smem, v_smem, k_full, v_full, kv_empty,
+                                   i, 0, s_full, offs_m, S, qk_scale, s_layout, p_layout,
+                                   o_layout, BLOCK_N, STAGES, NO_MASK)  # fmt: skip
+        acc, l_i, m_i, i = _attend(acc, l_i, m_i, q, k_smem, v_smem, k_full, v_full, kv_empty,
+                                   i, s_full, S, offs_m, S, qk_scale, s_layout, p_layout,
+                                   o_layout, BLOCK_N, STAGES, PAST_S)  # fmt: skip
+    out = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
+    # Through shared memory to a TMA store, which clips the rows past S.
+    o_smem = gl.allocate_shared_memory(dtype, [64, HEAD_DIM], o_desc.layout)
+    o_smem.store(out.to(dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(o_desc, [row0, 0], o_smem)
+    tma.store_wait(pendings=0)
+
+
+@triton.autotune(configs=CONFIGS, key=["S", "HEAD_DIM", "CAUSAL"])
+@gluon.jit
+def attention_fwd_kernel(
+    q_ptr, k_ptr, v_ptr, out_ptr,
+    stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
+    stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os,
+    H, S, sm_scale,
+    HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+    STAGES: gl.constexpr,
+):  # fmt: skip
+    gl.static_assert(BLOCK_M == 2 * 64, "two consumer warpgroups of 64 rows each")
+    dtype: gl.constexpr = q_ptr.dtype.element_ty
+    pid_m = gl.program_id(0)
+    if CAUSAL:  # longest first
+        pid_m = gl.num_programs(0) - 1 - pid_m
+    bh = gl.program_id(1)
+    b, h = bh // H, bh % H
+    m0 = pid_m * BLOCK_M
+
+    # One descriptor per (S, D) matrix of this head, made on the device.
+    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
+    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+    o_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
+    q_desc = tma.make_tensor_descriptor(q_ptr + b.to(gl.int64) * stride_qb + h * stride_qh,
+                                        [S, HEAD_DIM], [stride_qs, 1], [BLOCK_M, HEAD_DIM], q_layout)  # fmt: skip
+    k_desc = tma.make_tensor_descriptor(k_ptr + b.to(gl.int64) * stride_kb + h * stride_kh,
+                                        [S, HEAD_DIM], [stride_ks, 1], [BLOCK_N, HEAD_DIM], kv_layout)  # fmt: skip
+    v_desc = tma.make_tensor_descriptor(v_ptr + b.to(gl.int64) * stride_vb + h * stride_vh,
+                                        [S, HEAD_DIM], [stride_vs, 1], [BLOCK_N, HEAD_DIM], kv_layout)  # fmt: skip
+    o_desc = tma.make_tensor_descriptor(out_ptr + b.to(gl.int64) * stride_ob + h * stride_oh,
+                                        [S, HEAD_DIM], [stride_os, 1], [64, HEAD_DIM], o_layout)  # fmt: skip
+
+    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
+    bar_layout: gl.constexpr = mbarrier.MBarrierLayout()
+    q_full = gl.allocate_shared_memory(gl.int64, [1], bar_layout)
+    k_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+    v_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+    kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+    mbarrier.init(q_full, count=1)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(k_full.index(s), count=1)
+        mbarrier.init(v_full.index(s), count=1)
+        mbarrier.init(kv_empty.index(s), count=2)  # both consumers release a stage
+    fence_async_shared()
+
+    # Q is loaded once, for both consumers, before the partitions split.
+    mbarrier.expect(q_full, q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [m0, 0], q_full, q_smem)
+    if CAUSAL:
+        n_hi = gl.minimum(m0 + BLOCK_M, S)
+    else:
+        n_hi = S
+    gl.warp_specialize(
+        [
+            (
+                _producer,
+                (k_desc, v_desc, k_smem, v_smem, k_full, v_full, kv_empty, n_hi, BLOCK_N, STAGES),
+            ),  # fmt: skip
+            (
+                _consumer,
+                (
+                    q_desc,
+                    o_desc,
+                    q_smem,
+                    k_smem,
+                    v_smem,
+                    q_full,
+                    k_full,
+                    v_full,
+                    kv_empty,
+                    m0,
+                    S,
+                    sm_scale,
+                    FIRST,
+                    HEAD_DIM,
+                    CAUSAL,
+                    BLOCK_N,
+                    STAGES,
+                ),
+            ),
+            (
+                _consumer,
+                (
+                    q_desc,
+                    o_desc,
+                    q_smem,
+                    k_smem,
+                    v_smem,
+                    q_full,
+                    k_full,
+                    v_full,
+                    kv_empty,
+                    m0,
+                    S,
+                    sm_scale,
+                    SECOND,
+                    HEAD_DIM,
+                    CAUSAL,
+                    BLOCK_N,
+                    STAGES,
+                ),
+            ),
+        ],
+        [4, 4],
+        [240, 240],
+    )
+
+
+def fa3_attention(q, k, v, causal=False):
+    """softmax(q k^T / sqrt(D)) v like exercise 04's ``fast_attention``, on Hopper only."""
+    if runtime.INTERPRETER:
+        raise RuntimeError("07 is written in Gluon for Hopper GPUs; the interpreter cannot run it")
+    return host.launch_fast_attention(attention_fwd_kernel, q, k, v, causal=causal)
+
+
+if __name__ == "__main__":
+    if runtime.INTERPRETER:
+        print("07 FA3-style attention: needs a Hopper GPU (Gluon does not run in the interpreter)")
+        sys.exit(0)
+    sys.exit(examples.fast_attention_example(fa3_attention))
