@@ -22,6 +22,7 @@ from kata.generate import strip
 DIST = ROOT / "dist"
 # Grader modules that hold the hidden checks, their inputs, or the instructors' tools.
 HIDDEN = {"cases.py", "rubric.py", "gallery.py", "validate.py", "batch.py", "gradescope.py"}
+HIDDEN_DIRS = {"engines"}  # grader/engines/: batch grading's engines, for instructors
 INSTRUCTOR_DOCS = {"instructors.md", "bench_h200.json"}  # not for the student handout
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".ini", ".txt", ".sh", ""}
 
@@ -78,6 +79,8 @@ def handout(dest: Path = DIST / "triton-kata-handout.zip") -> Path:
         ).encode()
     for path in _files("grader"):
         if path.parent.name == "grader" and path.name in HIDDEN:
+            continue
+        if HIDDEN_DIRS & set(path.relative_to(ROOT / "grader").parts[:-1]):
             continue
         entries[top + str(path.relative_to(ROOT))] = path
     return _zip(dest, entries)

@@ -109,6 +109,7 @@ def test_batch_grades_a_class_and_resumes(tmp_path):
     assert proc.returncode == 0, proc.stderr + proc.stdout
     rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
     assert (rows["ada"]["score"], rows["bob"]["score"], rows["cy"]["score"]) == ("100", "0", "75")
+    assert {r["status"] for r in rows.values()} == {"graded"}
     assert (
         rows["cy"]["02_causal_flash_attention"] == "0"
         and rows["cy"]["traps"] == "causal-mask-missing"
@@ -133,6 +134,7 @@ def test_handout_holds_no_solutions_or_hidden_checks(tmp_path):
         assert f"triton-kata/exercises/{ex.filename}" in names
         assert f"triton-kata/kata/pristine/{ex.filename}" in names
     assert "triton-kata/grader/public.py" in names and "triton-kata/README.md" in names
+    assert not [n for n in names if n.startswith("triton-kata/grader/engines/")]
     assert "triton-kata/docs/instructors.md" not in names
 
 
