@@ -176,11 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         if gpus is None:
             gpus = 0 if args.device == "interpreter" else 1
         opts = slurm.Options(args.partition, gpus, args.max_parallel, args.time, args.mem_gb,
-                             args.account, tuple(args.sbatch_arg))  # fmt: skip
-        inner, where = opts.cpus, "Slurm"
+                             args.account, tuple(args.sbatch_arg), args.device)  # fmt: skip
+        inner, where = opts.cpus, "one Slurm array task per student"
         for problem in slurm.local_paths({"OUT": out, "the submissions": args.submissions,
                                           "this checkout": ROOT, "Python": Path(sys.executable)}):  # fmt: skip
-            print(f"note: {problem} looks node-local; the nodes must see it "
+            print(f"note: {problem} is in a folder that is usually node-local; the nodes must see it "
                   f"({slurm.SHARED_HINT})", file=sys.stderr)  # fmt: skip
     else:
         slots, inner, where = local.plan(args.device, args.jobs)

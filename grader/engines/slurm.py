@@ -76,13 +76,15 @@ class Options:
     mem_gb: float | None = None
     account: str | None = None
     sbatch_args: tuple[str, ...] = ()  # further sbatch options, e.g. "--qos=short"
+    device: str = "auto"
     poll_s: float = 5.0
 
     @property
     def cpus(self) -> int:
-        """CPUs per task, also the exercises graded at once: all of them beside a GPU (as the
-        local engine does), one at a time in the interpreter."""
-        return len(EXERCISE_LIST) if self.gpus_per_task else 1
+        """CPUs per task, also the exercises graded at once: all of them on a GPU (as the local
+        engine does; also for a GPU requested through --sbatch-arg=--gres=...), one at a time
+        in the interpreter."""
+        return len(EXERCISE_LIST) if self.gpus_per_task or self.device == "cuda" else 1
 
 
 def missing_commands(names: Iterable[str] = ("sbatch", "squeue", "scancel", "srun")) -> str | None:
