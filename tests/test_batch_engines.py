@@ -144,6 +144,18 @@ def test_emit_sbatch_writes_an_array_and_its_manifest(tmp_path):
     }
     assert (rows["ada"]["score"], rows["bob"]["score"], rows["cy"]["score"]) == ("100", "0", "")
     assert (rows["bob"]["status"], rows["cy"]["status"]) == ("graded", "not_graded")
+
+    # Under Slurm a task records its array id; the manifest then maps cy to task 1 of that array.
+    record = json.loads((out / "bob" / "task.json").read_text())
+    task.write_json(out / "bob" / "task.json", {**record, "slurm_job": "55_0"})
+    fake_squeue(tmp_path / "bin", "55_0|COMPLETED|None\n55_1|PENDING|JobArrayTaskLimit\n")
+    path = f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"
+    assert run_batch("--gather", "--out", out, env={"PATH": path}).returncode == 0
+    rows = {
+        r["student"]: r for r in csv.DictReader((out / "gradebook.csv").read_text().splitlines())
+    }
+    assert (rows["cy"]["status"], rows["cy"]["score"]) == ("queued", "")
+    assert "55_1" in rows["cy"]["note"]
     assert (
         json.loads((out / "bob" / "task.json").read_text())["grader_version"]
         == data["grader_version"]

@@ -186,7 +186,17 @@ def _log_hint(out: Path, job: str) -> str:
     return f"; log: {existing[0]}" if existing else ""
 
 
-def job_for(out: Path, student: str) -> str | None:
+def _started_arrays(out: Path) -> dict[str, set[str]]:
+    """{manifest path: the array ids its started tasks recorded}, for emitted scripts."""
+    arrays: dict[str, set[str]] = {}
+    for folder in out.iterdir():
+        record = read_json(folder / "task.json") or {}
+        if record.get("manifest") and record.get("slurm_job"):
+            arrays.setdefault(record["manifest"], set()).add(record["slurm_job"].split("_")[0])
+    return arrays
+
+
+def job_for(out: Path, student: str, started: dict[str, set[str]] | None = None) -> str | None:
     """The Slurm job id (``123_4``) of the student's latest task: from the task itself, from the
     submission (submitit), or for an emitted script whose task has not started, from its
     manifest and the array id that the manifest's other tasks recorded."""
@@ -197,19 +207,13 @@ def job_for(out: Path, student: str) -> str | None:
     submitted = read_json(f.slurm) or {}
     if submitted.get("job"):
         return submitted["job"]
-    manifests = sorted((out / ".slurm" / "manifests").glob("*.json"), reverse=True)
-    for manifest in manifests:
+    for manifest in sorted((out / ".slurm" / "manifests").glob("*.json"), reverse=True):
         names = [s["student"] for s in (read_json(manifest) or {}).get("students", [])]
-        if student not in names:
-            continue
-        arrays = set()
-        for other in out.iterdir():
-            rec = read_json(other / "task.json") or {}
-            if rec.get("manifest") == str(manifest.resolve()) and rec.get("slurm_job"):
-                arrays.add(rec["slurm_job"].split("_")[0])
-        if arrays:
-            return f"{max(arrays, key=int)}_{names.index(student)}"
-        return None
+        if student in names:  # the newest manifest that lists the student
+            if started is None:
+                started = _started_arrays(out)
+            arrays = started.get(str(manifest.resolve()))
+            return f"{max(arrays, key=int)}_{names.index(student)}" if arrays else None
     return None
 
 
@@ -217,7 +221,8 @@ def explain(out: Path, students: list[str]) -> dict[str, tuple[str, str]]:
     """(status, note) for students without a report: queued, running, infra_error (with
     Slurm's reason) or not_graded. Saves an ended job's state in slurm.json, so that the
     reason outlives Slurm's memory of the job."""
-    jobs = {s: job_for(out, s) for s in students}
+    started = _started_arrays(out) if students else {}
+    jobs = {s: job_for(out, s, started) for s in students}
     states, answered = scheduler_states(j for j in jobs.values() if j)
     result = {}
     for student, job in jobs.items():
