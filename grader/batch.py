@@ -188,8 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(students)} student(s) in {args.submissions}: grading {len(todo)}, "
           f"{skipped} already graded; {where}; grader {version}")  # fmt: skip
     tasks = [Task(s, str(students[s]), str(out), args.device, inner, args.timeout) for s in todo]
-    for task in tasks:
-        clear(out, task.student)
+    if not (slurm_mode and not args.emit_sbatch):  # the Slurm engine clears once sbatch took it
+        for task in tasks:
+            clear(out, task.student)
 
     code = 0
     if args.emit_sbatch:

@@ -177,3 +177,21 @@ def test_grader_version_follows_the_grading_code_only(tmp_path, monkeypatch):
         (tmp_path / name).write_text("x = 3\n")
         assert task.grader_version() != first
         first = task.grader_version()
+
+
+def test_a_refused_submission_keeps_the_earlier_grades(tmp_path):
+    bin_dir, subs, out = tmp_path / "bin", tmp_path / "subs", tmp_path / "out"
+    bin_dir.mkdir()
+    for name, body in (("sbatch", "echo 'sbatch: error: invalid partition specified: gpux' >&2\n"
+                                  "exit 1"), ("srun", "exit 0"), ("squeue", "exit 0"),
+                       ("scancel", "exit 0")):  # fmt: skip
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    (subs / "ada").mkdir(parents=True)
+    graded(out, "ada", 100, task.grader_version())
+    proc = run_batch("--engine", "slurm", "--submissions", subs, "--out", out, "--force",
+                     "--partition", "gpux", env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})  # fmt: skip
+    assert proc.returncode == 2
+    # The sbatch's own words (or, where submitit is not installed yet, that it is missing).
+    assert "invalid partition specified: gpux" in proc.stderr or "needs submitit" in proc.stderr
+    assert json.loads((out / "ada" / "score.json").read_text())["score"] == 100

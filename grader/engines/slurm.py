@@ -35,6 +35,7 @@ from pathlib import Path
 
 from grader.engines.task import (
     Task,
+    clear,
     files,
     grade_student,
     grader_version,
@@ -316,6 +317,9 @@ def submit(tasks: list[Task], out: Path, opts: Options) -> dict[str, str]:
         raise SubmitError(f"sbatch refused the array: {str(exc).strip()}") from exc
     ids = {}
     for task, job in zip(tasks, jobs):
+        # Only now that sbatch took the array: a refused one (say, a misspelt partition with
+        # --force) must not cost the earlier grades. A task cannot have finished meanwhile.
+        clear(out, task.student)
         ids[task.student] = job.job_id
         write_json(files(out, task.student).slurm,
                    {"job": job.job_id, "engine": "submitit", "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z")})  # fmt: skip
