@@ -178,9 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         opts = slurm.Options(args.partition, gpus, args.max_parallel, args.time, args.mem_gb,
                              args.account, tuple(args.sbatch_arg), args.device)  # fmt: skip
         inner, where = opts.cpus, "one Slurm array task per student"
-        for problem in slurm.local_paths({"OUT": out, "the submissions": args.submissions,
-                                          "this checkout": ROOT, "Python": Path(sys.executable)}):  # fmt: skip
-            print(f"note: {problem} is in a folder that is usually node-local; the nodes must see it "
+        local_ = slurm.local_paths({"OUT": out, "the submissions": args.submissions,
+                                    "this checkout": ROOT, "Python": Path(sys.executable)})  # fmt: skip
+        if local_:
+            print(f"note: usually node-local, but the nodes must see them: {'; '.join(local_)} "
                   f"({slurm.SHARED_HINT})", file=sys.stderr)  # fmt: skip
     else:
         slots, inner, where = local.plan(args.device, args.jobs)
