@@ -30,6 +30,8 @@ def instructors_only(relative: Path) -> bool:
     parts = relative.parts
     if parts[:2] == ("grader", "specs") and (relative.name == "hidden.py" or "gallery" in parts):
         return True
+    if parts[:2] == ("grader", "engines"):  # batch grading's engines, for instructors
+        return True
     return parts[0] == "grader" and len(parts) == 2 and relative.name in INSTRUCTOR_TOOLS
 
 

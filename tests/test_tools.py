@@ -110,6 +110,7 @@ def test_batch_grades_a_class_and_resumes(tmp_path):
     assert proc.returncode == 0, proc.stderr + proc.stdout
     rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
     assert (rows["ada"]["score"], rows["bob"]["score"], rows["cy"]["score"]) == ("100", "0", "75")
+    assert {r["status"] for r in rows.values()} == {"graded"}
     assert rows["cy"][catalogue.find("02").stem] == "0"
     assert rows["cy"]["traps"] == "causal-mask-missing"
     assert set(rows["bob"]["traps"].split(";")) == {
@@ -134,6 +135,7 @@ def test_handout_holds_no_solutions_or_hidden_checks(tmp_path):
         assert f"triton-kata/grader/specs/{ex.stem}/public.py" in names
     for name in ("README.md", "kata/skeletons.json", "exercises/info.toml"):
         assert f"triton-kata/{name}" in names
+    assert not [n for n in names if n.startswith("triton-kata/grader/engines/")]
     assert "triton-kata/docs/instructors.md" not in names
 
 
