@@ -413,6 +413,16 @@ WINDOW_IGNORED = Trap(
     "their own. Add the per-pair window condition (row i sees keys i - WINDOW + 1 .. i) in "
     "TODO(window-mask).",
     hint="hide keys WINDOW or more positions back (TODO window-mask)",
+    why=(
+        "The window is a property of each (row, key) pair, like causality: row `i` may see "
+        "keys `i - WINDOW + 1 .. i`. Only a per-pair test enforces its lower edge. Raising the "
+        "loop's lower bound skips the tiles that lie wholly before every row's window, which "
+        "saves work, but the window's first key usually sits inside a tile, and that tile's "
+        "older keys still count without the per-pair test (and so do the tiles between the "
+        "first row's window and a later row's). The untouched skeleton is exercise 02's "
+        "answer: correct causal attention, for a different task. The grader recognises both "
+        "forms, plain causal attention and causal attention from the window's first tile on."
+    ),
     forms=_window_ignored,
 )
 WINDOW_OFF_BY_ONE = Trap(
@@ -424,6 +434,16 @@ WINDOW_OFF_BY_ONE = Trap(
     "sees nothing and comes out NaN); one more lets in a key outside the window. Check the "
     "comparison in TODO(window-mask).",
     hint="WINDOW keys per row, its own included (TODO window-mask)",
+    why=(
+        "A window of `WINDOW` keys ends at the row itself, so it starts `WINDOW - 1` keys "
+        "back: the row keeps key `j` when `i - j < WINDOW`, or `j >= i - WINDOW + 1`. Mixing "
+        "the two ways of writing it (`<=` with `WINDOW`, `>` with `i - WINDOW + 1`) moves the "
+        "edge by one key: each row gains a key older than its window, or loses its oldest "
+        "one, and with `WINDOW = 1` then sees nothing at all (`0/0`). The grader recognises "
+        "`WINDOW - 1` and `WINDOW + 1` keys, the latter also with the right lower bound on "
+        "the loop, which keeps the extra key out of reach of a block's first row when its "
+        "window begins on a tile boundary."
+    ),
     forms=_window_off_by_one,
 )
 TOP2_NOT_MASKED = Trap(
