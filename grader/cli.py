@@ -20,8 +20,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m grader", description="Grade the kata's exercises.")
     p.add_argument("exercises", nargs="*", metavar="EXERCISE",
                    help="exercise number (02) or file stem; default: the track's exercises")  # fmt: skip
-    p.add_argument("--track", choices=("core", "performance", "all"), default="core",
-                   help="core: the chapter's 01-03 (100 points, the default); performance: 04-05")  # fmt: skip
+    tracks = "; ".join(f"{name}: {', '.join(ex.number for ex in exs)}"
+                       for name, exs in TRACKS.items() if exs and name != "all")  # fmt: skip
+    p.add_argument("--track", choices=tuple(TRACKS), default="core",
+                   help=f"{tracks}; all: every one (default: core, the chapter's 100 points)")  # fmt: skip
     p.add_argument("--target", type=Path, default=EXERCISES,
                    help="folder with the submission's files (default: exercises/)")  # fmt: skip
     p.add_argument("--report", type=Path, default=ROOT / "reports" / "score.json",

@@ -1,0 +1,191 @@
+"""Exercise 06 (extensions track), the instructor's checks and gallery (TODO window-mask).
+
+Windows of every kind against the tiles: WINDOW = 1 (a row sees itself only), WINDOW >= N (plain
+causal attention), windows whose first key sits inside a tile, on a tile's first key (17) and on
+a tile's last key (18: a lower bound one key too late skips it), uneven tiles, M != N. Two
+hostile cases: scores that fall by 8 per key position, so that the keys just older than a row's
+window score up to 250 above the window's own (a mask applied after the max and the exponential
+loses the row), and scores near -150 (a finite mask value like -100 would beat them). Strides
+and half-precision inputs are handled by given code: they are 0-point notes.
+"""
+
+import numpy as np
+
+from grader.gallery import right, wrong
+from grader.inputs import all_low, future_high, growing, qkv
+from grader.model import Case, Check
+from grader.traps import WINDOW_IGNORED, WINDOW_OFF_BY_ONE
+
+
+def _as_fp32(arrays: dict) -> dict:
+    return {name: a.astype(np.float32) for name, a in arrays.items()}
+
+
+CASES = [
+    Case(name="square-48-w10", about="M=N=48, D=16, WINDOW=10: the worked example's shape",
+         inputs=qkv(160, 48, 48, 16), causal=True, window=10),
+    Case(name="mid-tile-64-w21",
+         about="M=N=64, D=16, WINDOW=21: later blocks' windows begin inside a key tile",
+         inputs=qkv(161, 64, 64, 16), causal=True, window=21),
+    Case(name="w1-32", about="M=N=32, D=16, WINDOW=1: each row sees its own key only",
+         inputs=qkv(162, 32, 32, 16), causal=True, window=1),
+    Case(name="tile-start-64-w17",
+         about="M=N=64, D=16, WINDOW=17: each block's first row's window begins on a tile's "
+         "first key", inputs=qkv(163, 64, 64, 16), causal=True, window=17),
+    Case(name="tile-end-64-w18",
+         about="M=N=64, D=16, WINDOW=18: each block's first row's window begins on a tile's "
+         "last key", inputs=qkv(164, 64, 64, 16), causal=True, window=18),
+    Case(name="w-gt-n-40-w64", about="M=N=40, D=16, WINDOW=64 > N: plain causal attention",
+         inputs=qkv(165, 40, 40, 16), causal=True, window=64),
+    Case(name="m-lt-n-24x56-w9", about="M=24, N=56, D=16, WINDOW=9: fewer queries than keys",
+         inputs=qkv(166, 24, 56, 16), causal=True, window=9),
+    Case(name="m-gt-n-56x24-w40",
+         about="M=56, N=24, D=24, WINDOW=40: more queries than keys; rows past 39 lose the "
+         "first keys", inputs=qkv(167, 56, 24, 24), causal=True, window=40),
+    Case(name="ragged-37x53-d24-w13",
+         about="M=37, N=53, D=24, WINDOW=13: nothing is a multiple of a tile",
+         inputs=qkv(168, 37, 53, 24), causal=True, window=13),
+    Case(name="tiles-16x32-w20", about="M=N=48, D=16, WINDOW=20, 16-row by 32-key tiles",
+         inputs=qkv(169, 48, 48, 16), block_m=16, block_n=32, causal=True, window=20),
+    Case(name="tiles-32x16-w5",
+         about="M=N=48, D=16, WINDOW=5, 32-row by 16-key tiles: most rows see nothing in the "
+         "block's first key tile", inputs=qkv(170, 48, 48, 16), block_m=32, block_n=16,
+         causal=True, window=5),
+    Case(name="grow-blocks-16x32-w40",
+         about="M=N=96, D=32, WINDOW=40, 16x32 tiles; every key block raises the row maxima",
+         inputs=growing(171, 96, 96, 32, 32), block_m=16, block_n=32, causal=True, window=40),
+    Case(name="old-keys-high",
+         about="M=N=48, D=16, WINDOW=6: scores fall by 8 per key, so keys just older than a "
+         "row's window score up to 120 above it", inputs=future_high(172, 48, 48, 16, -8.0),
+         causal=True, window=6),
+    Case(name="old-keys-high-16x32",
+         about="M=N=64, D=16, WINDOW=6, 16x32 tiles: keys just older than a row's window score "
+         "up to 250 above it", inputs=future_high(173, 64, 64, 16, -8.0), block_m=16,
+         block_n=32, causal=True, window=6),
+    Case(name="all-scores-low",
+         about="M=N=40, D=16, WINDOW=9: every score of every other row is near -150",
+         inputs=all_low(174, 40, 40, 16), causal=True, window=9),
+    Case(name="strided",
+         about="M=33, N=45, D=24, WINDOW=11 with q transposed in memory and k, v every other "
+         "column", inputs=qkv(175, 33, 45, 24),
+         layout={"q": "transposed", "k": "sliced", "v": "sliced"}, twin="strided-plain",
+         causal=True, window=11),
+    Case(name="strided-plain", about="the strided case's numbers, contiguous",
+         inputs=qkv(175, 33, 45, 24), causal=True, window=11),
+    Case(name="fp16-inputs", about="M=24, N=40, D=16, WINDOW=7, q/k/v in float16",
+         inputs=qkv(176, 24, 40, 16, dtype=np.float16), twin="fp16-as-fp32", causal=True,
+         window=7),
+    Case(name="fp16-as-fp32", about="the float16 case's numbers, in float32",
+         inputs=_as_fp32(qkv(176, 24, 40, 16, dtype=np.float16)), causal=True, window=7),
+]  # fmt: skip
+
+WINDOW_TRAPS = (WINDOW_IGNORED, WINDOW_OFF_BY_ONE)
+CHECKS = [
+    # WINDOW = 1 comes last: there the one-key-short window is all NaN, which names no trap.
+    Check(id="window-square", todo="window-mask", points=8,
+          about="M = N: the worked example's shape, windows beginning inside a tile, WINDOW = 1",
+          cases=("square-48-w10", "mid-tile-64-w21", "w1-32"), judge="output",
+          traps=WINDOW_TRAPS),
+    Check(id="window-edges", todo="window-mask", points=5,
+          about="Windows beginning on a tile's first and last key; WINDOW > N",
+          cases=("tile-start-64-w17", "tile-end-64-w18", "w-gt-n-40-w64"), judge="output",
+          traps=WINDOW_TRAPS),
+    Check(id="window-rectangular", todo="window-mask", points=5,
+          about="M != N (top-left alignment), ragged shapes",
+          cases=("m-lt-n-24x56-w9", "m-gt-n-56x24-w40", "ragged-37x53-d24-w13"),
+          judge="output", traps=WINDOW_TRAPS),
+    Check(id="window-tiles", todo="window-mask", points=4,
+          about="Tiles of 16x32 and 32x16; key blocks that raise the running maximum",
+          cases=("tiles-16x32-w20", "tiles-32x16-w5", "grow-blocks-16x32-w40"),
+          judge="output", traps=WINDOW_TRAPS),
+    Check(id="window-hostile", todo="window-mask", points=3,
+          about="Keys just older than a row's window scoring up to 250 above it; scores near "
+          "-150", cases=("old-keys-high", "old-keys-high-16x32", "all-scores-low"),
+          judge="output", traps=WINDOW_TRAPS),
+    Check(id="strided-inputs", todo=None, points=0,
+          about="Note on given code: q transposed in memory, k and v every other column",
+          cases=("strided",), judge="twin"),
+    Check(id="half-precision-inputs", todo=None, points=0,
+          about="Note on given code: float16 q, k, v (the chapter uses float32)",
+          cases=("fp16-inputs",), judge="twin"),
+]  # fmt: skip
+
+LO = "lo = tl.maximum(pid_m * BLOCK_M - WINDOW + 1, 0) // BLOCK_N * BLOCK_N"
+MASK = "visible = visible & (offs_m[:, None] - offs_n[None, :] < WINDOW)"
+REFERENCE = {"window-mask": (LO, MASK)}
+
+_WHERE = 'scores = tl.where(visible, scores, float("-inf"))'
+_P = "p = tl.exp(scores - m_ref[:, None])"
+_GUARD = 'm_ref = tl.where(m_new == float("-inf"), 0.0, m_new)'
+_M_INIT = 'm_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)'
+
+
+def _mask(condition: str, lo: str = LO) -> dict:
+    return {"window-mask": (lo, f"visible = visible & ({condition})")}
+
+
+def _lo(expression: str) -> dict:
+    return {"window-mask": (f"lo = {expression}", MASK)}
+
+
+GALLERY = [
+    wrong("06-window-ignored", "the loop starts at the window's first tile but no per-pair "
+          "window condition: causal over whole tiles", fills={"window-mask": (LO, "")},
+          traps=["window-ignored"], breaks="window-mask"),
+    wrong("06-window-wrong-side", "the window measured from the key to the row (key - row < "
+          "WINDOW): with causality it hides nothing",
+          fills=_mask("offs_n[None, :] - offs_m[:, None] < WINDOW"), traps=["window-ignored"],
+          breaks="window-mask"),
+    wrong("06-window-short", "WINDOW - 1 keys: each row loses its oldest key (and with WINDOW = "
+          "1, everything)", fills=_mask("offs_m[:, None] - offs_n[None, :] < WINDOW - 1"),
+          traps=["window-off-by-one"], breaks="window-mask"),
+    wrong("06-window-long", "WINDOW + 1 keys: `<=` where `<` belongs",
+          fills=_mask("offs_m[:, None] - offs_n[None, :] <= WINDOW"),
+          traps=["window-off-by-one"], breaks="window-mask"),
+    wrong("06-window-long-no-skip", "WINDOW + 1 keys, every key tile visited",
+          fills=_mask("offs_n[None, :] >= offs_m[:, None] - WINDOW", "lo = 0"),
+          traps=["window-off-by-one"], breaks="window-mask"),
+    wrong("06-window-from-start", "the first WINDOW keys of the sequence, not the last WINDOW "
+          "before the row", fills=_mask("offs_n[None, :] < WINDOW"), breaks="window-mask"),
+    wrong("06-lo-rounds-up", "the lower bound rounded up: the tile holding the first row's "
+          "oldest keys is skipped", fills=_lo("tl.cdiv(tl.maximum(pid_m * BLOCK_M - WINDOW + 1, "
+          "0), BLOCK_N) * BLOCK_N"), breaks="window-mask"),
+    wrong("06-lo-from-last-row", "the lower bound from the block's last row: earlier rows lose "
+          "their oldest keys",
+          fills=_lo("tl.maximum((pid_m + 1) * BLOCK_M - WINDOW, 0) // BLOCK_N * BLOCK_N"),
+          breaks="window-mask"),
+    wrong("06-lo-one-late", "the lower bound one key late: when a window begins on a tile's last "
+          "key, that tile is skipped",
+          fills=_lo("tl.maximum(pid_m * BLOCK_M - WINDOW + 2, 0) // BLOCK_N * BLOCK_N"),
+          failed=["window-edges"], breaks="window-mask"),
+    wrong("06-mask-after-exp", "the mask zeroes p after the max and exp saw every loaded key: "
+          "exact on ordinary scores, lost when an older key scores 100 above the window",
+          edits=[(f"        {_WHERE}\n", ""),
+                 (_P, "p = tl.where(visible, tl.exp(scores - m_ref[:, None]), 0.0)")],
+          failed=["window-hostile"]),
+    wrong("06-mask-value-too-small", "a finite mask value of -100 beats real scores near -150",
+          edits=[(_WHERE, "scores = tl.where(visible, scores, -100.0)")],
+          failed=["window-hostile"]),
+    wrong("06-no-nan-guard", "the given guard removed: a row that sees no key in a tile gets "
+          "exp(-inf - -inf) = NaN", edits=[(_GUARD, "m_ref = m_new")],
+          expect={"message": "NaN"}),
+    right("06-no-lower-bound", "every tile up to the diagonal visited; the mask alone makes the "
+          "window", fills={"window-mask": ("lo = 0", MASK)}),
+    right("06-lo-unaligned", "the loop starts at the first row's oldest key itself, not at its "
+          "tile's start", fills=_lo("tl.maximum(pid_m * BLOCK_M - WINDOW + 1, 0)")),
+    right("06-window-as-key-bound", "the window written as a lower bound on the key's position",
+          fills=_mask("offs_n[None, :] >= offs_m[:, None] - WINDOW + 1")),
+    right("06-mask-in-one-where", "the window condition written straight into the where",
+          fills={"window-mask": (LO, "window = offs_m[:, None] - offs_n[None, :] < WINDOW")},
+          edits=[(_WHERE, 'scores = tl.where(visible & window, scores, float("-inf"))')]),
+    right("06-finite-mask", "a large finite mask value instead of -inf (the guard then never "
+          "fires: fully masked rows are erased by the next alpha)",
+          edits=[(_WHERE, "scores = tl.where(visible, scores, -1.0e30)")]),
+    right("06-finite-start", "the running maximum starts at -1e30 instead of -inf, and no guard: "
+          "exp(-inf - -1e30) is 0, not NaN",
+          edits=[(_M_INIT, "m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)"),
+                 (_GUARD, "m_ref = m_new")]),
+    right("06-written-apart", "a sliding-window kernel written apart from the skeleton: both "
+          "bounds up front, one `valid` mask, the chapter's names", file="apart.py",
+          integrity=True),
+]  # fmt: skip
