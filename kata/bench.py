@@ -30,8 +30,14 @@ ROUNDS = 5
 DRY = False  # --dry-run: tiny shapes in the interpreter, to test this script (times meaningless)
 
 
-def _load(stem: str):
-    return catalogue.load_file(catalogue.SOLUTIONS / f"{stem}.py")
+def _load(number: str):
+    """A reference kernel file by its number: an exercise of the manifest, or a showcase (07)."""
+    try:
+        name = catalogue.find(number).filename
+    except KeyError:
+        (path,) = catalogue.SOLUTIONS.glob(f"{number}_*.py")
+        name = path.name
+    return catalogue.load_file(catalogue.SOLUTIONS / name)
 
 
 def _time(fns: dict, rounds: int = ROUNDS) -> dict:
@@ -98,10 +104,10 @@ def _sdpa_default_kernel(q, k, v, causal) -> str:
 def attention_rows(quick: bool) -> list[dict]:
     from torch.nn.attention import sdpa_kernel
 
-    fast = _load("04_fast_attention").fast_attention
+    fast = _load("04").fast_attention
     fa3 = None
     if not DRY and torch.cuda.get_device_capability()[0] == 9:
-        fa3 = _load("07_fa3_attention").fa3_attention
+        fa3 = _load("07").fa3_attention
     sdpa = torch.nn.functional.scaled_dot_product_attention
     rows = []
     cases = [(dt, D, causal, S) for dt in ("bfloat16", "float16") for D in (64, 128)
@@ -166,7 +172,7 @@ def attention_rows(quick: bool) -> list[dict]:
         del q, k, v
     # The chapter's one-head fp32 kernel, for scale (one head of S = 4096, D = 64).
     if not DRY:
-        chapter = _load("01_flash_attention_core").flash_attention
+        chapter = _load("01").flash_attention
         q, k, v = (torch.randn(4096, 64, device="cuda") for _ in range(3))
         t = _time({"chapter": lambda: chapter(q, k, v, BLOCK_M=64, BLOCK_N=64)}, rounds=3)[
             "chapter"
@@ -177,8 +183,8 @@ def attention_rows(quick: bool) -> list[dict]:
 
 
 def gating_rows(quick: bool, copy_tbps: float) -> list[dict]:
-    fast = _load("05_fast_gating").fast_top2_gating
-    chapter = _load("03_moe_gating").moe_top2_gating
+    fast = _load("05").fast_top2_gating
+    chapter = _load("03").moe_top2_gating
 
     def torch_gating(x):
         p = torch.softmax(x.float(), dim=-1)

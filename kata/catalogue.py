@@ -115,7 +115,7 @@ EXERCISE_LIST = TRACKS["core"]  # the chapter's exercises: 100 points
 
 
 def find(name: str) -> Exercise:
-    """An exercise by number (``2``, ``02``) or file stem (``02_causal_flash_attention``)."""
+    """An exercise by number (``2``, ``02``) or file stem (``02_...``, as in the manifest)."""
     key = name.strip().removesuffix(".py")
     for ex in ALL_EXERCISES:
         if key in (ex.stem, ex.number) or (key.isdigit() and int(key) == int(ex.number)):

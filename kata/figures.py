@@ -25,12 +25,12 @@ from kata import catalogue, oracles, runtime  # noqa: E402
 OUT = catalogue.ROOT / "docs" / "figures"
 
 
-def _solution(stem: str):
-    return catalogue.load_file(catalogue.SOLUTIONS / f"{stem}.py")
+def _solution(number: str):
+    return catalogue.load_file(catalogue.SOLUTIONS / catalogue.find(number).filename)
 
 
 def causal_tiles(M: int = 40, N: int = 56, block_m: int = 16, block_n: int = 16) -> Path:
-    causal = _solution("02_causal_flash_attention").causal_flash_attention
+    causal = _solution("02").causal_flash_attention
     q = torch.randn(M, N, generator=torch.Generator().manual_seed(0)) * 0.1
     k = torch.randn(N, N, generator=torch.Generator().manual_seed(1)) * 0.1
     v = torch.eye(N)  # out = attention matrix (D = N)
@@ -57,7 +57,7 @@ def causal_tiles(M: int = 40, N: int = 56, block_m: int = 16, block_n: int = 16)
 
 
 def raw_top2_sums() -> Path:
-    gating = _solution("03_moe_gating").moe_top2_gating
+    gating = _solution("03").moe_top2_gating
     torch.manual_seed(0)
     logits = torch.randn(6, 8)  # the chapter's worked example
     _, _, i0, i1 = (t.cpu().long() for t in gating(logits.to(runtime.DEVICE)))
@@ -79,7 +79,7 @@ def raw_top2_sums() -> Path:
 
 def running_max(row: int = 0, block_n: int = 4) -> Path:
     """The loop of 21.1 replayed in float64 for one row, 4-key blocks as in the chapter."""
-    flash = _solution("01_flash_attention_core").flash_attention
+    flash = _solution("01").flash_attention
     torch.manual_seed(0)
     q, k, v = torch.randn(17, 8), torch.randn(23, 8), torch.randn(23, 8)
     out = flash(*(x.to(runtime.DEVICE) for x in (q, k, v))).cpu().numpy()

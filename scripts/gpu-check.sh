@@ -20,8 +20,8 @@ gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
   log "untouched skeletons (exercises/ as committed)"
   python3 -m grader --report /tmp/score-exercises.json 2>&1 | tail -12
   log "the chapter's own three kernels as a submission"
-  mkdir -p /tmp/chapter && for s in 01_flash_attention_core 02_causal_flash_attention 03_moe_gating; do
-    cp "grader/specs/$s/gallery/chapter.py" "/tmp/chapter/$s.py"; done
+  mkdir -p /tmp/chapter && for f in grader/specs/*/gallery/chapter.py; do
+    s=$(basename "$(dirname "$(dirname "$f")")"); cp "$f" "/tmp/chapter/$s.py"; done
   python3 -m grader --target /tmp/chapter --report /tmp/chapter.json 2>&1 | tail -12
   log "performance track: solutions, then untouched skeletons"
   time python3 -m grader --track performance --target solutions --report /tmp/score-perf.json 2>&1 | tail -14
