@@ -24,6 +24,9 @@ class CheckResult:
     trap: str | None
     message: str
     hidden: bool = True
+    # Figures for the HTML report (shapes in grader/details.py): the largest error against the
+    # tolerance, and for a failure where the output is wrong. Optional; never input values.
+    details: dict | None = None
 
     @property
     def note(self) -> bool:
@@ -74,6 +77,9 @@ class Report:
         for ex in data["exercises"]:
             if ex["performance"] is None:
                 del ex["performance"]
+            for check in ex["checks"]:
+                if check["details"] is None:
+                    del check["details"]
         order = ["schema_version", "target", "device", "versions", "checkset", "strict", "score",
                  "max_score", "duration_s", "traps", "exercises"]  # fmt: skip
         report = {key: data[key] for key in order}
