@@ -13,11 +13,11 @@ and message, never its inputs.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import jinja2
 
+from grader import cards as cards_text
 from grader import figures
 from grader.report import CheckResult, ExerciseResult, Report
 from grader.traps import TRAPS
@@ -35,20 +35,6 @@ def environment() -> jinja2.Environment:
     )  # fmt: skip
     env.globals.update(verdicts=VERDICTS)
     return env
-
-
-def todo_line(file: str, todo: str | None) -> int | None:
-    """The line of ``TODO(<todo>)`` in the submission, where the student should look."""
-    if not todo:
-        return None
-    try:
-        text = Path(file).read_text(errors="replace")
-    except OSError:
-        return None
-    for n, line in enumerate(text.splitlines(), 1):
-        if re.search(rf"TODO\({re.escape(todo)}\)", line):
-            return n
-    return None
 
 
 def tolerance(ex: ExerciseResult, check: CheckResult) -> str:
@@ -114,25 +100,15 @@ def cards(ex: ExerciseResult) -> list[dict]:
     """One card per trap (or per failed check that matches none): the checks that fell into
     it, the invariant that broke, the TODO to revisit and where it is, the next hint command,
     and the pictures."""
-    try:
-        exercise = find(ex.id)
-        titles = {t.id: t.title for t in exercise.todos}
-        number = exercise.number
-    except KeyError:
-        titles, number = {}, ex.id[:2]
     found: dict[str, dict] = {}
     for check in ex.checks:
         if check.status not in ("failed", "blocked") or check.note:
             continue
         key = f"trap:{check.trap}" if check.trap else f"check:{check.id}"
         if key not in found:
-            trap = TRAPS.get(check.trap) if check.trap else None
             found[key] = {
-                "trap": trap, "invariant": trap.invariant if trap else "",
-                "message": check.message, "status": check.status, "checks": [],
-                "todo": check.todo, "todo_title": titles.get(check.todo or "", ""),
-                "todo_line": todo_line(ex.file, check.todo), "file": Path(ex.file).name,
-                "hint": commands.nox("hint", number), "pictures": [], "hidden": False,
+                **cards_text.fields(ex, check), "message": check.message,
+                "status": check.status, "checks": [], "pictures": [], "hidden": False,
             }  # fmt: skip
         card = found[key]
         card["checks"].append(check)

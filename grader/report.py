@@ -98,20 +98,17 @@ class Report:
 
     def gradescope(self) -> dict:
         """Gradescope's autograder results.json: one test per check, markdown text."""
+        from grader import cards  # the same card text as the HTML page
+
         tests = []
         for ex in self.exercises:
             for c in ex.checks:
-                lines = [c.message] if c.message else []
-                if c.trap:
-                    lines.insert(0, f"**trap: `{c.trap}`**")
-                if c.status == "blocked":
-                    lines.insert(0, "*not judged yet*")
                 tests.append({
                     "name": f"{ex.id}: {c.id}" + (" (note, no points)" if c.note else ""),
                     "score": c.points,
                     "max_score": c.max_points,
                     "status": "passed" if c.status == "passed" else "failed",
-                    "output": "\n\n".join(lines),
+                    "output": cards.markdown(ex, c),
                     "output_format": "md",
                     "visibility": "visible",
                 })  # fmt: skip
