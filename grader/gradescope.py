@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
 
     code = cli.main(["--target", str(target), "--report", str(results / "score.json"),
                      "--gradescope", str(results / "results.json"), "--device", args.device,
-                     "--no-advice"])  # fmt: skip
+                     "--no-advice", "--no-html"])  # fmt: skip
     if code != 0 or not (results / "results.json").exists():
         failure = {
             "score": 0,
