@@ -47,7 +47,7 @@ def current() -> tuple[Exercise | None, str]:
         return EXERCISE_LIST[0], "not graded yet, so starting with the first exercise"
     data, path = last
     ex = unfinished_in(data)
-    where = path.relative_to(ROOT)
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
     if ex is None:
         # Only part of the chapter may have been graded (`grade -- 02`): the first one missing.
         graded = {e["id"] for e in data.get("exercises", [])}
