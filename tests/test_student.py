@@ -18,6 +18,7 @@ from kata import catalogue, commands, hints, progress, terminal
 
 ROOT = catalogue.ROOT
 slow = pytest.mark.slow
+E01, E02, E03, E04 = (catalogue.find(n) for n in ("01", "02", "03", "04"))
 
 
 def test_commands_are_spelled_as_nox_was_started(monkeypatch):
@@ -44,8 +45,8 @@ def _report(target, *exercises):
     return Report(str(target), "interpreter: cpu", {}, list(exercises), 1.0)
 
 
-def _exercise(checks, error=None, file="/nowhere/01_flash_attention_core.py", **kw):
-    return ExerciseResult("01_flash_attention_core", file, "core", 0, 25, checks, error=error,
+def _exercise(checks, error=None, file=f"/nowhere/{E01.filename}", **kw):
+    return ExerciseResult(E01.stem, file, "core", 0, 25, checks, error=error,
                           **kw)  # fmt: skip
 
 
@@ -88,7 +89,7 @@ def test_summary_fits_a_narrow_terminal(monkeypatch, tmp_path):
 def test_interpreter_says_timing_was_skipped(tmp_path):
     from grader import timing
 
-    ex = ExerciseResult("04_fast_attention", "04_fast_attention.py", "performance", 50, 50, [],
+    ex = ExerciseResult(E04.stem, E04.filename, "performance", 50, 50, [],
                         performance=timing.score(None, True))  # fmt: skip
     out = _printed(_report(tmp_path, ex))
     assert "Performance: not timed (timing needs a CUDA GPU" in out and "0/10" not in out
@@ -99,13 +100,13 @@ def test_hint_without_an_argument_picks_the_exercise_you_are_on(monkeypatch, cap
     score = tmp_path / "score.json"
     monkeypatch.setattr(progress, "REPORTS", (score,))
     assert hints.main([]) == 0  # never graded: the first exercise
-    assert "Hints for 01_flash_attention_core" in capsys.readouterr().out
+    assert f"Hints for {E01.stem}" in capsys.readouterr().out
     exercises = [{"id": ex.stem, "score": ex.points if ex.number == "01" else 0,
                   "max_score": ex.points} for ex in catalogue.EXERCISE_LIST]  # fmt: skip
     score.write_text(json.dumps({"target": str(catalogue.EXERCISES), "exercises": exercises}))
     assert hints.main([]) == 0
     out = capsys.readouterr().out
-    assert "Hints for 02_causal_flash_attention" in out and "below full marks" in out
+    assert f"Hints for {E02.stem}" in out and "below full marks" in out
     for e in exercises:
         e["score"] = e["max_score"]
     score.write_text(json.dumps({"target": str(catalogue.EXERCISES), "exercises": exercises}))
@@ -114,15 +115,15 @@ def test_hint_without_an_argument_picks_the_exercise_you_are_on(monkeypatch, cap
 
 def test_nested_uploads_are_found(tmp_path):
     (tmp_path / "__MACOSX" / "x").mkdir(parents=True)
-    (tmp_path / "__MACOSX" / "x" / "01_flash_attention_core.py").write_text("")
+    (tmp_path / "__MACOSX" / "x" / E01.filename).write_text("")
     assert discover.exercise_folder(tmp_path) is None
     deep = tmp_path / "upload" / "exercises"
     deep.mkdir(parents=True)
     for ex in catalogue.EXERCISE_LIST:
         (deep / ex.filename).write_text("")
-    (tmp_path / "upload" / "01_flash_attention_core.py").write_text("")  # one stray file
+    (tmp_path / "upload" / E01.filename).write_text("")  # one stray file
     assert discover.exercise_folder(tmp_path) == deep  # the folder with the most files
-    (tmp_path / "03_moe_gating.py").write_text("")
+    (tmp_path / E03.filename).write_text("")
     assert discover.exercise_folder(tmp_path) == deep
 
 
@@ -130,7 +131,7 @@ def test_nested_uploads_are_found(tmp_path):
 def test_grader_finds_files_below_the_target(tmp_path):
     deep = tmp_path / "student" / "exercises"
     deep.mkdir(parents=True)
-    (deep / "03_moe_gating.py").write_text((catalogue.SOLUTIONS / "03_moe_gating.py").read_text())
+    (deep / E03.filename).write_text((catalogue.SOLUTIONS / E03.filename).read_text())
     done = subprocess.run([sys.executable, "-m", "grader", "03", "--target",
                            str(tmp_path / "student"), "--report", str(tmp_path / "s.json")],
                           cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
@@ -147,17 +148,17 @@ def test_a_kernel_file_run_by_a_python_without_torch(tmp_path):
     venv.EnvBuilder(with_pip=False).create(bare)  # no site packages: no torch, no triton
     python = bare / "bin" / "python"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KATA_REEXEC")}
-    script = str(ROOT / "exercises" / "01_flash_attention_core.py")
+    script = str(catalogue.EXERCISES / E01.filename)
     refused = subprocess.run([str(python), script], cwd=ROOT, capture_output=True, text=True,
                              env={**env, "KATA_REEXEC": "1"}, timeout=120, check=False)  # fmt: skip
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     (line,) = refused.stderr.strip().splitlines()
-    assert "01_flash_attention_core.py needs torch" in line and "-s run -- 01`" in line
+    assert f"{E01.filename} needs torch" in line and "-s run -- 01`" in line
     if not (ROOT / ".nox" / "kata" / "bin" / "python").exists():
         pytest.skip("no .nox/kata here to rerun the file with")
     rerun = subprocess.run([str(python), script], cwd=ROOT, capture_output=True, text=True,
                            env=env, timeout=600, check=False)  # fmt: skip
-    assert "running 01_flash_attention_core.py with .nox/kata/bin/python" in rerun.stderr
+    assert f"running {E01.filename} with .nox/kata/bin/python" in rerun.stderr
     assert "21.1 flash attention core" in rerun.stdout  # the worked example ran
 
 
