@@ -101,7 +101,9 @@ def finish(out: Path) -> Path:
     """Gather, write the gradebook and the pages, and say what has no score and why."""
     rows = dashboard.annotate(gather(out), out)  # notes for nested and empty uploads
     book = write_gradebook(rows, out)
-    print(f"class page: {dashboard.write_pages(rows, out, out.name)}")
+    page = dashboard.write_pages(rows, out, out.name)
+    if page:
+        print(f"class page: {page}")
     counts = {s: sum(r.status == s for r in rows) for s in STATUSES}
     print(f"gradebook: {book}  (" + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ")")
     for row in rows:

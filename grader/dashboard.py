@@ -11,6 +11,7 @@ students' pages (grader.html): inline CSS and SVG, no script, no request.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +38,7 @@ class Student:
 
     @property
     def traps(self) -> list[str]:
-        return list(self.report["traps"]) if self.report else []
+        return list(self.report.get("traps", [])) if self.report else []
 
 
 def upload_note(report: dict, folder: Path | None) -> str:
@@ -46,8 +47,10 @@ def upload_note(report: dict, folder: Path | None) -> str:
     exercises = report.get("exercises", [])
     if exercises and all("not found in" in (e.get("error") or "") for e in exercises):
         return "no exercise files found in the upload"
+    if not report.get("target") or folder is None:
+        return ""
     target = Path(report["target"])
-    if folder is not None and target.resolve() != folder.resolve():
+    if target.resolve() != folder.resolve():
         try:
             return f"files found in {target.resolve().relative_to(folder.resolve().parent)}"
         except ValueError:
@@ -74,7 +77,9 @@ def students(rows: list) -> list[Student]:
         if row.status in ("infra_error", "grader_error"):
             student.infrastructure.append(f"{row.status}: {row.note}")
         for ex in (row.report or {}).get("exercises", []):
-            messages = [ex.get("error") or ""] + [c["message"] for c in ex["checks"]]
+            messages = [ex.get("error") or ""] + [
+                c.get("message", "") for c in ex.get("checks", [])
+            ]
             if any(m.startswith(INFRASTRUCTURE) for m in messages):
                 student.infrastructure.append(f"{ex['id']}: the grader failed on it")
         found.append(student)
@@ -90,7 +95,7 @@ def trap_columns(report: dict | None) -> list[str]:
 TRAP_HEADER = [f"trap:{t}" for t in TRAPS]
 
 
-def write_pages(rows: list, out: Path, title: str) -> Path:
+def write_pages(rows: list, out: Path, title: str) -> Path | None:
     """Each graded student's OUT/<student>/score.html (drawn here, from score.json, so that a
     page exists exactly when a score does, whichever engine graded) and OUT/class.html."""
     from grader import html
@@ -100,9 +105,14 @@ def write_pages(rows: list, out: Path, title: str) -> Path:
             try:
                 html.write(html.from_json(row.report), out / row.student / "score.html")
             except Exception as exc:  # noqa: BLE001  (a page is a view; the score stands)
-                print(f"  {row.student}: no score.html ({type(exc).__name__}: {exc})")
+                print(f"batch: {row.student}: no score.html ({type(exc).__name__}: {exc})",
+                      file=sys.stderr)  # fmt: skip
     path = out / "class.html"
-    path.write_text(render(students(rows), title), encoding="utf-8")
+    try:
+        path.write_text(render(students(rows), title), encoding="utf-8")
+    except Exception as exc:  # noqa: BLE001  (the gradebook is what counts; say why, go on)
+        print(f"batch: no class.html ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return None
     return path
 
 
@@ -115,19 +125,19 @@ def summary(students: list[Student]) -> dict:
     traps: dict[str, list[str]] = {}
     integrity = []
     for s in graded:
-        for ex in s.report["exercises"]:
-            if ex.get("integrity") and not ex["integrity"]["ok"]:
+        for ex in s.report.get("exercises", []):
+            if ex.get("integrity") and not ex["integrity"].get("ok", True):
                 integrity.append({"student": s.name, "exercise": ex["id"],
-                                  "lines": ex["integrity"]["lines"],
+                                  "lines": ex["integrity"].get("lines", []),
                                   "zeroed": ex["integrity"].get("strict_zeroed", False)})  # fmt: skip
-            for c in ex["checks"]:
+            for c in ex.get("checks", []):
                 row = checks.setdefault((ex["id"], c["id"]), {
                     "exercise": ex["id"], "check": c["id"], "passed": 0, "graded": 0,
                     "note": c.get("todo") is None, "hidden": c.get("hidden", True),
                     "traps": {},
                 })  # fmt: skip
                 row["graded"] += 1
-                row["passed"] += c["status"] == "passed"
+                row["passed"] += c.get("status") == "passed"
                 if c.get("trap"):
                     row["traps"][c["trap"]] = row["traps"].get(c["trap"], 0) + 1
         for trap in s.traps:
@@ -152,7 +162,7 @@ def render(students: list[Student], title: str) -> str:
 
     numbers = summary(students)
     graded = numbers["graded"]  # without the uploads that held no exercise file
-    top = max((s.report["max_score"] for s in graded), default=100)
+    top = max((s.report.get("max_score", 0) for s in graded), default=100) or 100
     scores = [s.report["score"] for s in graded]
     chart = figures.histogram(scores, top) if graded else None
     mean = sum(scores) / len(scores) if scores else 0.0
