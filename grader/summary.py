@@ -70,7 +70,7 @@ class Printer:
         id_width = min(max((len(c.id) for c in ex.checks), default=0), max(10, self.width - 14))
         for c in ex.checks:
             mark = self._paint(MARKS[c.status], c.status)
-            points = "note " if c.note else f"{c.points:>2}/{c.max_points:<2}"
+            points = " note" if c.note else f"{c.points:>2}/{c.max_points:<2}"
             line = f"  {mark} {c.id:<{id_width}} {points}"
             trap = f"[{c.trap}]" if c.trap else ""
             if trap and 7 + id_width + 6 + 1 + len(trap) > self.width:  # too wide: its own line
@@ -138,8 +138,14 @@ class Printer:
                     notes.append(f"{c.id}: {c.message}")
             for note in dict.fromkeys(notes):
                 if note.split(":")[0] in TRAPS:  # a trap's hint is short: wrap it, never cut it
-                    for n, line in enumerate(textwrap.wrap(note, self.width - 6)):
-                        self._print(("    " if n == 0 else "      ") + line)
+                    for line in textwrap.wrap(
+                        note,
+                        self.width,
+                        initial_indent="    ",
+                        subsequent_indent="      ",
+                        break_on_hyphens=False,
+                    ):
+                        self._print(line)
                 else:  # evidence or an error, said in full above: one line per problem
                     self._print("    " + one_line(note, self.width - 4))
         self._print("-" * self.width)
