@@ -18,7 +18,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-from kata.catalogue import ROOT
+from kata import skeletons
+from kata.catalogue import ALL_EXERCISES, ROOT
 
 DIST = ROOT / "dist"
 # The instructors' tools, left out of the handout with every spec's hidden part.
@@ -100,9 +101,11 @@ def handout(dest: Path = DIST / "triton-kata-handout.zip") -> Path:
     entries: dict[str, bytes | Path] = {top + "README.md": handout_readme()}
     for name in ("noxfile.py", "pyproject.toml", ".gitignore"):
         entries[top + name] = ROOT / name
-    for path in _files("exercises", "*"):
-        if path.suffix in (".py", ".toml"):
-            entries[top + f"exercises/{path.name}"] = path
+    # The frozen skeletons, never the working copy: an instructor who solved exercises/ in
+    # this checkout must not hand the solutions out.
+    for ex in ALL_EXERCISES:
+        entries[top + f"exercises/{ex.filename}"] = skeletons.pristine(ex.stem).text.encode()
+    entries[top + "exercises/info.toml"] = ROOT / "exercises" / "info.toml"
     for path in _files("docs"):
         if path.name not in INSTRUCTOR_DOCS:
             entries[top + str(path.relative_to(ROOT))] = path
