@@ -431,6 +431,7 @@ WINDOW_IGNORED = Trap(
         "forms, plain causal attention and causal attention from the window's first tile on."
     ),
     forms=_window_ignored,
+    invariant="Row i gives weight 0 to every key more than WINDOW - 1 positions before it.",
 )
 WINDOW_OFF_BY_ONE = Trap(
     id="window-off-by-one",
@@ -452,6 +453,7 @@ WINDOW_OFF_BY_ONE = Trap(
         "window begins on a tile boundary."
     ),
     forms=_window_off_by_one,
+    invariant="Row i sees exactly the WINDOW keys i - WINDOW + 1 .. i, its own included.",
 )
 TOP2_NOT_MASKED = Trap(
     id="top2-not-masked",

@@ -231,3 +231,10 @@ def test_class_of_four_in_chromium(tmp_path):
     assert [f for f in shown["figures"] if f["shown"]]  # the score distribution
     assert shown["requests"] == [] and shown["scripts"] == 1
     assert (out / "dee" / "score.html").exists()
+
+
+def test_every_trap_states_the_invariant_it_breaks():
+    """A trap card leads with the invariant that broke: every trap needs one."""
+    from grader.traps import TRAPS
+
+    assert [t.id for t in TRAPS.values() if not t.invariant] == []
