@@ -10,8 +10,10 @@ installed is used as it is. Only what is missing gets installed; torch, if missi
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import shlex
+import shutil
 import sys
 import sysconfig
 from pathlib import Path
@@ -24,6 +26,34 @@ ENV = ROOT / ".nox" / "kata"
 nox.options.default_venv_backend = "none"
 nox.options.sessions = ["grade"]
 
+# nox looks for uv on every session and logs "uv binary not found." when it is absent; the kata
+# never uses uv (its sessions run in .nox/kata with pip), so the line only puzzles students.
+logging.getLogger("nox").addFilter(lambda record: record.getMessage() != "uv binary not found.")
+
+
+def _nox_as_typed() -> str:
+    """How this nox was started, as a student can type it again from the clone's root: `nox`
+    when that is what PATH finds, else its path (the README's `.venv/bin/nox`)."""
+    started = Path(sys.argv[0])
+    if started.name == "__main__.py":  # python -m nox
+        program, tail = Path(sys.executable), " -m nox"
+    else:
+        program, tail = started, ""
+    # A relative path is relative to where nox was started ($PWD): nox has since moved here.
+    starts = [Path(os.environ.get("PWD", os.getcwd()), program), Path(program)]
+    program = next((p.absolute() for p in starts if p.exists()), program.absolute())
+    on_path = shutil.which("nox")
+    if not tail and on_path and Path(on_path).resolve() == program.resolve():
+        return "nox"
+    try:
+        return f"{program.relative_to(ROOT)}{tail}"
+    except ValueError:
+        return f"{shlex.quote(str(program))}{tail}"
+
+
+# kata.commands spells every command the kata prints with it ("Stuck? .venv/bin/nox -s hint").
+os.environ.setdefault("KATA_NOX", _nox_as_typed())
+
 # module to import -> what pip installs when it is missing
 RUNTIME = {
     "torch": os.environ.get("KATA_TORCH", "torch==2.13.0"),
@@ -31,6 +61,7 @@ RUNTIME = {
     "numpy": "numpy",
     "pytest": "pytest>=7",
     "pytest_jsonreport": "pytest-json-report>=1.5",
+    "jinja2": "jinja2>=3",  # reports/score.html (torch depends on it too, so it is usually there)
 }
 if sys.version_info < (3, 11):
     RUNTIME["tomli"] = "tomli"  # exercises/info.toml; tomllib is in the standard library from 3.11

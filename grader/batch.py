@@ -9,8 +9,10 @@ process (with the grader's usual per-exercise isolation) by one of two engines
 - ``--engine slurm``: one Slurm array task per student, submitted through submitit; or, with
   ``--emit-sbatch FILE``, a plain sbatch script to submit by hand, and ``--gather`` afterwards.
 
-Writes ``OUT/<student>/score.json`` and ``OUT/gradebook.csv``. A rerun skips students already
-graded by the same grader version, unless ``--force``.
+Writes ``OUT/<student>/score.json`` (and ``score.html``), ``OUT/gradebook.csv`` (with one column
+per trap) and ``OUT/class.html`` (grader.dashboard). A student's files may sit in a folder below
+theirs, as an unzipped upload's do: the grader finds them (grader.discover). A rerun skips
+students already graded by the same grader version, unless ``--force``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader import dashboard
 from grader.engines import local, slurm
 from grader.engines.task import Task, clear, files, grader_version, is_graded, read_json
 from kata.catalogue import EXERCISE_LIST, ROOT
@@ -72,28 +75,35 @@ def gather(out: Path) -> list[Row]:
 
 
 def write_gradebook(rows: list[Row], out: Path) -> Path:
-    """OUT/gradebook.csv: student, score, max_score, one column per exercise, traps, status,
-    note. Rows without a score have empty score columns (never a 0)."""
+    """OUT/gradebook.csv: student, score, max_score, one column per exercise, traps, one
+    trap:<id> column per known trap (1: fell into it), status, note. Rows without a score have
+    empty score columns (never a 0)."""
     path = out / "gradebook.csv"
     stems = [ex.stem for ex in EXERCISE_LIST]
     with open(path, "w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["student", "score", "max_score", *stems, "traps", "status", "note"])
+        writer.writerow(["student", "score", "max_score", *stems, "traps", *dashboard.TRAP_HEADER,
+                         "status", "note"])  # fmt: skip
         for row in rows:
+            traps = dashboard.trap_columns(row.report)
             if row.report is None:
-                writer.writerow([row.student, "", "", *[""] * len(stems), "", row.status, row.note])
+                writer.writerow([row.student, "", "", *[""] * len(stems), "", *traps, row.status,
+                                 row.note])  # fmt: skip
                 continue
             per = {e["id"]: e["score"] for e in row.report["exercises"]}
             writer.writerow([row.student, row.report["score"], row.report["max_score"],
                              *[per.get(s, "") for s in stems], ";".join(row.report["traps"]),
-                             row.status, row.note])  # fmt: skip
+                             *traps, row.status, row.note])  # fmt: skip
     return path
 
 
 def finish(out: Path) -> Path:
-    """Gather, write the gradebook, and say what has no score and why."""
-    rows = gather(out)
+    """Gather, write the gradebook and the pages, and say what has no score and why."""
+    rows = dashboard.annotate(gather(out), out)  # notes for nested and empty uploads
     book = write_gradebook(rows, out)
+    page = dashboard.write_pages(rows, out, out.name)
+    if page:
+        print(f"class page: {page}")
     counts = {s: sum(r.status == s for r in rows) for s in STATUSES}
     print(f"gradebook: {book}  (" + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ")")
     for row in rows:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader import compare, judges
+from grader import compare, details, judges
 from grader.model import Case, Check, Output, Trap
 
 
@@ -115,11 +115,36 @@ def run(check: Check, spec, submission) -> None:
     submission.verdicts[check.id] = "passed"
 
 
+def _figures(submission, check: Check, make, *args) -> None:
+    """Record the figures of a judgement for the HTML report (grader.details). They are an
+    illustration: a failure to draw them never changes a verdict."""
+    try:
+        submission.details[check.id] = make(*args)
+    except Exception:  # noqa: BLE001
+        submission.details.pop(check.id, None)
+
+
+def _failure_figures(check: Check, submission, judge, case: Case, got: Output) -> dict:
+    found = details.failure(judge, case, got)
+    if not isinstance(judge, judges.TwinJudge):
+        found.update(details.max_error(judge, case, got))
+    # The probe's picture once per TODO (on its first failing check): every check of that TODO
+    # would show the same kernel's weights.
+    shown = submission.probe_shown
+    if check.todo not in shown:
+        probe = submission.probe()
+        if probe is not None:
+            found["probe"] = details.probe_details(*probe)
+            shown.add(check.todo)
+    return found
+
+
 def _judge(check: Check, spec, submission) -> None:
     judge = judges.make(check.judge, spec.interface)
     cases = [spec.cases[name] for name in check.cases]
     prove_traps_visible(check, judge, cases)
     blocked = None
+    figures = []
     for case in cases:
         got = submission.output(case.name)
         try:
@@ -132,10 +157,16 @@ def _judge(check: Check, spec, submission) -> None:
                 trap = diagnose(check, judge, case, got)
                 seen = f" Meanwhile, the output matches the trap {trap.id}." if trap else ""
                 blocked = CheckBlocked(f"{case.about}: {exc}.{seen}", trap and trap.id)
+                _figures(submission, check, _failure_figures, check, submission, judge, case, got)
             continue
         if evidence is None:
+            if not isinstance(judge, judges.TwinJudge):
+                figures.append(details.max_error(judge, case, got))
             continue
         trap = diagnose(check, judge, case, got)
+        _figures(submission, check, _failure_figures, check, submission, judge, case, got)
         raise CheckFailed(f"{case.about}: {trap.message if trap else evidence}", trap and trap.id)
     if blocked is not None:
         raise blocked
+    if figures:
+        _figures(submission, check, details.merge, figures)

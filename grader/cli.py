@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from kata import commands
 from kata.catalogue import ALL_EXERCISES, EXERCISES, ROOT, TRACKS, find
 
 
@@ -37,6 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="which checks grade (default: hidden where this copy has them)")  # fmt: skip
     p.add_argument("--strict", action="store_true",
                    help="an exercise edited outside its TODO regions scores 0")  # fmt: skip
+    p.add_argument("--html", type=Path,
+                   help="the page to look at in a browser (default: the report's path, .html)")  # fmt: skip
+    p.add_argument("--no-html", action="store_true", help="write no HTML page")
+    p.add_argument("--no-advice", action="store_true",
+                   help="no 'Stuck?' line at the end (logs nobody acts on: Gradescope, batch)")  # fmt: skip
     p.add_argument("--quiet", action="store_true", help="print only the total")
     return p
 
@@ -57,11 +63,21 @@ def main(argv: list[str] | None = None) -> int:
     target = args.target.resolve()
     if not target.is_dir():
         return fail(f"target folder {args.target} does not exist")
+    from grader import discover
+
+    found = discover.exercise_folder(target, chosen)
+    if found is not None and found != target:  # an upload of a zipped folder: grade what is in it
+        print(f"grader: no exercise file directly in {args.target}; grading {found}, where they are",
+              file=sys.stderr)  # fmt: skip
+        target = found
 
     missing = [m for m in ("torch", "triton", "numpy", "pytest", "pytest_jsonreport")
                if importlib.util.find_spec(m) is None]  # fmt: skip
     if missing:
-        return fail(f"missing Python packages: {', '.join(missing)} (nox -s grade installs them)")
+        return fail(
+            f"missing Python packages: {', '.join(missing)} "
+            f"(`{commands.nox('grade')}` installs them)"
+        )
 
     os.environ["KATA_DEVICE"] = args.device
     try:
@@ -79,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             specs.load(ex.stem, checkset)
     except specs.SpecError as exc:
         return fail(str(exc))
-    printer = Printer(quiet=args.quiet)
+    printer = Printer(quiet=args.quiet, advice=not args.no_advice)
     printer.start(target, runtime.describe(), chosen)
     start = time.monotonic()
     results = runner.grade(chosen, target, runtime.BACKEND, args.report.parent,
@@ -94,5 +110,20 @@ def main(argv: list[str] | None = None) -> int:
     report.write(args.report)
     if args.gradescope:
         report.write_gradescope(args.gradescope)
-    printer.finish(report, args.report, args.gradescope)
+    html = None if args.no_html else (args.html or args.report.with_suffix(".html"))
+    if html is not None:
+        html = write_html(report, html)
+    printer.finish(report, args.report, args.gradescope, html)
     return 0
+
+
+def write_html(report, path: Path) -> Path | None:
+    """The page a student looks at; the JSON report is what counts, so a page that cannot be
+    drawn (jinja2 missing, say) is one line of warning, not a failed grading."""
+    try:
+        from grader import html
+
+        return html.write(report, path)
+    except Exception as exc:  # noqa: BLE001  (any failure to draw the page)
+        print(f"grader: no HTML page ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return None

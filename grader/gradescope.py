@@ -16,18 +16,12 @@ import os
 import sys
 from pathlib import Path
 
-from kata.catalogue import EXERCISE_LIST
+from grader import discover
 
 
 def find_submission(folder: Path) -> Path:
     """The folder (the submission itself or one below it) holding the most exercise files."""
-    names = {ex.filename for ex in EXERCISE_LIST}
-    candidates = [
-        folder,
-        *sorted(p for p in folder.rglob("*") if p.is_dir() and "__MACOSX" not in p.parts),
-    ]
-    best = max(candidates, key=lambda d: sum((d / n).is_file() for n in names))
-    return best if any((best / n).is_file() for n in names) else folder
+    return discover.exercise_folder(folder) or folder
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     from grader import cli
 
     code = cli.main(["--target", str(target), "--report", str(results / "score.json"),
-                     "--gradescope", str(results / "results.json"), "--device", args.device])  # fmt: skip
+                     "--gradescope", str(results / "results.json"), "--device", args.device,
+                     "--no-advice", "--no-html"])  # fmt: skip
     if code != 0 or not (results / "results.json").exists():
         failure = {
             "score": 0,

@@ -47,6 +47,7 @@ class Trap:
     hint: str  # one line for summary tables: what to do, and where
     forms: Callable[[Case, Output], list[Output]]  # outputs this mistake gives (partial dicts)
     why: str = ""  # the docs' explanation (markdown)
+    invariant: str = ""  # the property of a right kernel that this mistake breaks (trap cards)
 
     def __str__(self) -> str:
         return self.id

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader import checking, process, specs
+from grader import checking, details, process, specs
 from grader.model import Output
 
 
@@ -50,6 +50,15 @@ class Submission:
         self._ran = False
         self.info: dict = {"output": "", "status": None}
         self.verdicts: dict[str, str] = {}  # check id -> status, in the order checks ran
+        self.details: dict[str, dict] = {}  # check id -> figures for the HTML report
+        self.probe_shown: set[str | None] = set()  # TODOs whose failure already has the probe
+        # 2-D attention kernels also run on a probe whose picture shows, key by key, which
+        # attention weights are wrong (grader.details); it is launched last and never judged.
+        self._probe = (
+            details.probe_case(self.spec.exercise.causal)
+            if self.spec.exercise.interface == "attention"
+            else None
+        )
 
     def output(self, name: str) -> Output:
         self._run()
@@ -66,6 +75,17 @@ class Submission:
         stopped = self.info.get("stopped") or "the kernel produced no output"
         raise checking.SubmissionError(f"case {name} ({case.about}): {stopped}")
 
+    def probe(self) -> tuple | None:
+        """(the probe case, the kernel's outputs on it), or None: no probe, or it failed."""
+        self._run()
+        if self._probe is None or self.info.get("error"):
+            return None
+        result = self.work / "out" / f"{len(self._order)}.npz"
+        if not result.exists():
+            return None
+        with np.load(result) as data:
+            return self._probe, {k: data[k] for k in data.files}
+
     def _run(self) -> None:
         if self._ran:
             return
@@ -79,8 +99,10 @@ class Submission:
     def _launch(self) -> None:
         """Write the job, run the launcher in its scratch folder, keep what it printed."""
         (self.work / "out").mkdir(parents=True, exist_ok=True)
-        job = {"stem": self.spec.exercise.stem, "file": str(self.file.resolve()),
-               "cases": [self.spec.cases[n] for n in self._order],
+        cases = [self.spec.cases[n] for n in self._order]
+        if self._probe is not None:
+            cases.append(self._probe)  # last: its launch can delay no judged case
+        job = {"stem": self.spec.exercise.stem, "file": str(self.file.resolve()), "cases": cases,
                "timing": list(self.spec.timing)}  # fmt: skip
         (self.work / "job.pkl").write_bytes(pickle.dumps(job))
         scratch = self.work / "cwd"
@@ -131,6 +153,9 @@ def pytest_json_runtest_metadata(item, call):
     meta = {"check": check.id}
     if call.when == "teardown":
         return meta
+    sub = getattr(item.config, "_kata_submission", None)
+    if sub is not None and check.id in sub.details:
+        meta["details"] = sub.details[check.id]
     if call.excinfo is None:
         if call.when == "call":
             meta.update(status="passed", message="")

@@ -24,6 +24,9 @@ class CheckResult:
     trap: str | None
     message: str
     hidden: bool = True
+    # Figures for the HTML report (shapes in grader/details.py): the largest error against the
+    # tolerance, and for a failure where the output is wrong. Optional; never input values.
+    details: dict | None = None
 
     @property
     def note(self) -> bool:
@@ -74,6 +77,9 @@ class Report:
         for ex in data["exercises"]:
             if ex["performance"] is None:
                 del ex["performance"]
+            for check in ex["checks"]:
+                if check["details"] is None:
+                    del check["details"]
         order = ["schema_version", "target", "device", "versions", "checkset", "strict", "score",
                  "max_score", "duration_s", "traps", "exercises"]  # fmt: skip
         report = {key: data[key] for key in order}
@@ -92,20 +98,17 @@ class Report:
 
     def gradescope(self) -> dict:
         """Gradescope's autograder results.json: one test per check, markdown text."""
+        from grader import cards  # the same card text as the HTML page
+
         tests = []
         for ex in self.exercises:
             for c in ex.checks:
-                lines = [c.message] if c.message else []
-                if c.trap:
-                    lines.insert(0, f"**trap: `{c.trap}`**")
-                if c.status == "blocked":
-                    lines.insert(0, "*not judged yet*")
                 tests.append({
                     "name": f"{ex.id}: {c.id}" + (" (note, no points)" if c.note else ""),
                     "score": c.points,
                     "max_score": c.max_points,
                     "status": "passed" if c.status == "passed" else "failed",
-                    "output": "\n\n".join(lines),
+                    "output": cards.markdown(ex, c),
                     "output_format": "md",
                     "visibility": "visible",
                 })  # fmt: skip

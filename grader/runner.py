@@ -94,6 +94,7 @@ def _results(spec: specs.Spec, raw: dict) -> list[CheckResult]:
         results.append(CheckResult(
             id=c.id, todo=c.todo, status=status, points=c.points if status == "passed" else 0,
             max_points=c.points, trap=meta.get("trap"), message=message, hidden=c.hidden,
+            details=meta.get("details"),
         ))  # fmt: skip
     return results
 

@@ -287,6 +287,7 @@ ACC_NOT_RESCALED = Trap(
         "works one row through."
     ),
     forms=_unrescaled,
+    invariant="acc and l_i are always weighted against the same running maximum m_i.",
 )
 RUNNING_MAX_NOT_FROM_NEG_INF = Trap(
     id="running-max-not-from-neg-inf",
@@ -306,6 +307,7 @@ RUNNING_MAX_NOT_FROM_NEG_INF = Trap(
         "exp(-inf - m_new) = 0` then clears the empty sums."
     ),
     forms=_max_from_zero,
+    invariant="The running maximum starts below every score (at -inf), so the first tile's maximum becomes the reference point.",
 )
 REFERENCE_NOT_RUNNING_MAX = Trap(
     id="reference-not-running-max",
@@ -327,6 +329,7 @@ REFERENCE_NOT_RUNNING_MAX = Trap(
         "maximum that falls far, expose them."
     ),
     forms=_not_running_max,
+    invariant="Every exp() is taken relative to the running maximum, so no exponent is ever positive.",
 )
 CAUSAL_MASK_MISSING = Trap(
     id="causal-mask-missing",
@@ -347,6 +350,7 @@ CAUSAL_MASK_MISSING = Trap(
         "with no per-pair mask."
     ),
     forms=_non_causal,
+    invariant="Query row i gives weight 0 to every key after position i.",
 )
 CAUSAL_MASK_OFF_BY_ONE = Trap(
     id="causal-mask-off-by-one",
@@ -365,6 +369,7 @@ CAUSAL_MASK_OFF_BY_ONE = Trap(
         "meets a real score in the first tile it visits."
     ),
     forms=_off_by_one,
+    invariant="Row i sees key i itself, and no key after it.",
 )
 CAUSAL_MASK_AFTER_EXP = Trap(
     id="causal-mask-after-exp",
@@ -385,6 +390,7 @@ CAUSAL_MASK_AFTER_EXP = Trap(
         "real score) before `tl.max`."
     ),
     forms=_after_exp,
+    invariant="A hidden key never reaches the row maximum or the exponential.",
 )
 CAUSAL_BOTTOM_RIGHT = Trap(
     id="causal-bottom-right",
@@ -403,6 +409,7 @@ CAUSAL_BOTTOM_RIGHT = Trap(
         "The [guide](guide.md#alignment-when-m--n) draws both masks for M=3, N=5."
     ),
     forms=_bottom_right,
+    invariant="The mask is aligned top-left: row i sees keys 0..i, whatever N is.",
 )
 WINDOW_IGNORED = Trap(
     id="window-ignored",
@@ -424,6 +431,7 @@ WINDOW_IGNORED = Trap(
         "forms, plain causal attention and causal attention from the window's first tile on."
     ),
     forms=_window_ignored,
+    invariant="Row i gives weight 0 to every key more than WINDOW - 1 positions before it.",
 )
 WINDOW_OFF_BY_ONE = Trap(
     id="window-off-by-one",
@@ -445,6 +453,7 @@ WINDOW_OFF_BY_ONE = Trap(
         "window begins on a tile boundary."
     ),
     forms=_window_off_by_one,
+    invariant="Row i sees exactly the WINDOW keys i - WINDOW + 1 .. i, its own included.",
 )
 TOP2_NOT_MASKED = Trap(
     id="top2-not-masked",
@@ -462,6 +471,7 @@ TOP2_NOT_MASKED = Trap(
         "tied with it: on a row where every expert ties, it removes them all."
     ),
     forms=_top1_twice,
+    invariant="A token's two experts are different: the top-1 is out of the second search.",
 )
 TOP1_FILL_TOO_HIGH = Trap(
     id="top1-fill-too-high",
@@ -480,6 +490,7 @@ TOP1_FILL_TOO_HIGH = Trap(
         "every candidate, such as -1 among probabilities, which are never negative."
     ),
     forms=_fill_too_high,
+    invariant="The value put in the top-1's place loses to every real candidate.",
 )
 TIES_NOT_LOWEST_INDEX = Trap(
     id="ties-not-lowest-index",
@@ -499,6 +510,7 @@ TIES_NOT_LOWEST_INDEX = Trap(
         "breaks the rule on those rows only."
     ),
     forms=_highest_index_on_ties,
+    invariant="Equal logits go to the lowest expert index first.",
 )
 WEIGHTS_NOT_RENORMALIZED = Trap(
     id="weights-not-renormalized",
@@ -520,6 +532,7 @@ WEIGHTS_NOT_RENORMALIZED = Trap(
         "all (the check is `blocked`), but the trap is still named."
     ),
     forms=_raw_weights,
+    invariant="w0 + w1 = 1 for every token.",
 )
 EXP2_CONSTANT_WRONG = Trap(
     id="exp2-constant-wrong",
@@ -538,6 +551,7 @@ EXP2_CONSTANT_WRONG = Trap(
         "come out exactly as in 01."
     ),
     forms=_exp2_base,
+    invariant="exp2(x * log2(e)) = exp(x): the scale carries log2(e).",
 )
 DIAGONAL_STAGE_MISSING = Trap(
     id="diagonal-stage-missing",
@@ -555,6 +569,7 @@ DIAGONAL_STAGE_MISSING = Trap(
         "visits no key at all: its sums stay 0 and its rows end as 0/0 = NaN."
     ),
     forms=_no_diagonal,
+    invariant="Every query row visits every key up to its own position, the diagonal tile included.",
 )
 
 TRAPS: dict[str, Trap] = {

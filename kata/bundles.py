@@ -12,12 +12,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import zipfile
 from pathlib import Path
 
-from kata.catalogue import ROOT
+from kata import skeletons
+from kata.catalogue import ALL_EXERCISES, ROOT
 
 DIST = ROOT / "dist"
 # The instructors' tools, left out of the handout with every spec's hidden part.
@@ -71,14 +73,39 @@ def handout_readme() -> bytes:
     return text.encode()
 
 
+LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+
+
+def unlink_missing(text: str, page: str, names: set[str]) -> str:
+    """``[text](target)`` -> ``text`` where a relative link of the handout page ``page`` points
+    at a file the handout leaves out (the instructor guide, say): no dead links for students.
+    A table row that is about such a page (its first cell is the link) is left out whole."""
+
+    def missing(target: str) -> bool:
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            return False  # an address, or an anchor on the same page
+        path = os.path.normpath(os.path.join(os.path.dirname(page), target.split("#")[0]))
+        return path not in names
+
+    lines = []
+    for line in text.splitlines(keepends=True):
+        first = LINK.match(line.removeprefix("| ")) if line.startswith("| [") else None
+        if first and missing(first.group(2)):
+            continue
+        lines.append(LINK.sub(lambda m: m.group(1) if missing(m.group(2)) else m.group(0), line))
+    return "".join(lines)
+
+
 def handout(dest: Path = DIST / "triton-kata-handout.zip") -> Path:
     top = "triton-kata/"
     entries: dict[str, bytes | Path] = {top + "README.md": handout_readme()}
     for name in ("noxfile.py", "pyproject.toml", ".gitignore"):
         entries[top + name] = ROOT / name
-    for path in _files("exercises", "*"):
-        if path.suffix in (".py", ".toml"):
-            entries[top + f"exercises/{path.name}"] = path
+    # The frozen skeletons, never the working copy: an instructor who solved exercises/ in
+    # this checkout must not hand the solutions out.
+    for ex in ALL_EXERCISES:
+        entries[top + f"exercises/{ex.filename}"] = skeletons.pristine(ex.stem).text.encode()
+    entries[top + "exercises/info.toml"] = ROOT / "exercises" / "info.toml"
     for path in _files("docs"):
         if path.name not in INSTRUCTOR_DOCS:
             entries[top + str(path.relative_to(ROOT))] = path
@@ -87,23 +114,61 @@ def handout(dest: Path = DIST / "triton-kata-handout.zip") -> Path:
     for path in _files("grader"):
         if not instructors_only(path.relative_to(ROOT)):
             entries[top + str(path.relative_to(ROOT))] = path
+    names = {name.removeprefix(top) for name in entries}
+    for name in sorted(entries):
+        if name.endswith(".md"):
+            data = entries[name]
+            text = data.read_text() if isinstance(data, Path) else data.decode()
+            entries[name] = unlink_missing(text, name.removeprefix(top), names).encode()
     return _zip(dest, entries)
 
 
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once while building the image.
+# The versions are those of the environment that built this bundle (`nox -s autograder`, the
+# environment `nox -s validate` proves the grader in). To use others, rebuild it with
+# `python -m kata.bundles autograder --pin torch==X --pin triton==Y`, or edit these two lines.
+TORCH_VERSION={torch}
+PACKAGES="{packages}"
 set -euo pipefail
 cd "$(dirname "$0")"
 python3 -m pip install --upgrade pip
-if ! python3 -c "import torch" 2>/dev/null; then
+have=$(python3 -c "import torch; print(torch.__version__.split('+')[0])" 2>/dev/null || true)
+if [ "$have" != "$TORCH_VERSION" ]; then
   if command -v nvidia-smi >/dev/null 2>&1; then
-    python3 -m pip install torch
+    python3 -m pip install "torch==$TORCH_VERSION"
   else  # a CPU-only image: the small CPU build; kernels run in Triton's interpreter
-    python3 -m pip install torch --index-url https://download.pytorch.org/whl/cpu
+    python3 -m pip install "torch==$TORCH_VERSION" --index-url https://download.pytorch.org/whl/cpu
   fi
 fi
-python3 -m pip install triton numpy "pytest>=7" "pytest-json-report>=1.5"
+python3 -m pip install $PACKAGES
 """
+# What setup.sh installs besides torch, pinned to the building environment's versions.
+PINNED = ("triton", "numpy", "pytest", "pytest-json-report")
+
+
+def pins(overrides: list[str] = ()) -> dict[str, str]:
+    """name -> version for setup.sh: this environment's, then ``name==version`` overrides."""
+    from importlib import metadata
+
+    found = {}
+    for name in ("torch", *PINNED):
+        try:
+            found[name] = metadata.version(name).split("+")[0]  # 2.13.0+cpu -> 2.13.0
+        except metadata.PackageNotFoundError:
+            raise SystemExit(f"cannot pin {name}: it is not installed here") from None
+    for item in overrides:
+        name, sep, version = item.partition("==")
+        if not sep or name not in found:
+            raise SystemExit(f"--pin {item!r}: use NAME==VERSION, NAME one of {', '.join(found)}")
+        found[name] = version
+    return found
+
+
+def setup_sh(versions: dict[str, str]) -> str:
+    packages = " ".join(f"{name}=={versions[name]}" for name in PINNED)
+    return SETUP_SH.replace("{torch}", versions["torch"]).replace("{packages}", packages)
+
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
 # Gradescope runs this for every submission. AUTOGRADER_ROOT redirects /autograder for tests.
@@ -113,9 +178,9 @@ python3 -m grader.gradescope --root "$root"
 """
 
 
-def autograder(dest: Path = DIST / "triton-kata-autograder.zip") -> Path:
+def autograder(dest: Path = DIST / "triton-kata-autograder.zip", pin: list[str] = ()) -> Path:
     entries: dict[str, bytes | Path] = {
-        "setup.sh": SETUP_SH.encode(),
+        "setup.sh": setup_sh(pins(pin)).encode(),
         "run_autograder": RUN_AUTOGRADER.encode(),
     }
     for folder in ("kata", "grader"):
@@ -132,9 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m kata.bundles")
     p.add_argument("which", choices=("handout", "autograder"))
     p.add_argument("--out", type=Path, help="zip to write (default: dist/triton-kata-<which>.zip)")
+    p.add_argument("--pin", action="append", default=[], metavar="NAME==VERSION",
+                   help="autograder: a version for setup.sh other than this environment's")  # fmt: skip
     args = p.parse_args(argv)
-    make = handout if args.which == "handout" else autograder
-    path = make(args.out) if args.out else make()
+    if args.which == "handout":
+        path = handout(args.out) if args.out else handout()
+    else:
+        path = autograder(args.out, args.pin) if args.out else autograder(pin=args.pin)
     print(f"wrote {path}")
     return 0
 

@@ -4,8 +4,9 @@
   with v = identity (then out = the attention matrix), over the tile grid coloured by kind.
 * raw_top2_sums.png: the chapter's six tokens, p[top-1] + p[top-2] for the experts the gating
   kernel chose: what the weights would sum to without renormalization.
-* running_max.png: for one query row of the chapter's 21.1 data, the running maximum and alpha
-  across key blocks, with the kernel's output checked against the same loop.
+* running_max.png: for one query row of the chapter's 21.1 data, the running maximum across key
+  blocks and the rescale it causes (1 - alpha: zero where nothing happens), with the kernel's
+  output checked against the same loop.
 """
 
 from __future__ import annotations
@@ -98,25 +99,47 @@ def running_max(row: int = 0, block_n: int = 4) -> Path:
         m = m_new
     assert np.allclose(acc / l_i, out[row], atol=1e-4), "the replay must match the kernel"
 
+    # Two panels on one x axis: the scores (when does m_i grow?) and the rescale it causes.
+    # The rescale is drawn as 1 - alpha, how much acc and l_i shrink: tall where something
+    # happens, zero where alpha = 1 and nothing does.
     blocks = np.arange(len(ms))
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, (ax, low) = plt.subplots(2, 1, figsize=(7, 4.8), sharex=True, layout="constrained",
+                                  gridspec_kw={"height_ratios": [3, 2]})  # fmt: skip
     ax.plot(blocks, block_max, "o:", color="#9e9ac8", label="max score in this block")
     ax.step(blocks, ms, where="mid", color="#3182bd", lw=2, label="running max m_i")
-    ax.set(xlabel=f"key block ({block_n} keys each)", ylabel="score", xticks=blocks,
-           title=f"Query row {row} of the 21.1 example: when m_i grows, acc and l_i shrink by alpha")  # fmt: skip
-    twin = ax.twinx()
-    twin.bar(blocks, alphas, alpha=0.3, color="#e6550d", label="alpha = exp(m_old - m_new)")
-    twin.set(ylabel="alpha", ylim=(0, 1.05))
-    lines = ax.get_legend_handles_labels()
-    bars = twin.get_legend_handles_labels()
-    ax.legend(lines[0] + bars[0], lines[1] + bars[1], loc="lower right", fontsize=8)
+    for b in blocks[1:]:
+        if ms[b] > ms[b - 1]:
+            ax.annotate("m_i grows", (b, ms[b]), xytext=(0, 9), textcoords="offset points",
+                        ha="center", fontsize=8, color="#3182bd")  # fmt: skip
+    ax.set(ylabel="score", ylim=(min(block_max) - 0.4, max(ms) + 0.5),
+           title=f"Query row {row} of the 21.1 example: acc and l_i shrink only when m_i grows")  # fmt: skip
+    ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
+
+    shrink = [1 - a for a in alphas]
+    colours = ["#bdbdbd"] + ["#e6550d"] * (len(shrink) - 1)
+    low.bar(blocks, shrink, color=colours, width=0.6)
+    low.bar([0], [shrink[0]], color="none", edgecolor="#636363", hatch="//", width=0.6)
+    for b, (a, s) in enumerate(zip(alphas, shrink)):
+        if b == 0:
+            text = "first block"
+        elif s == 0:
+            text = "alpha = 1"
+        else:
+            text = f"alpha = {a:.2f}"
+        low.text(b, s + 0.04, text, ha="center", va="bottom", fontsize=7.5)
+    low.set(xlabel=f"key block ({block_n} keys each)", ylabel="1 - alpha", ylim=(0, 1.6),
+            xticks=blocks, yticks=[0, 0.5, 1])  # fmt: skip
+    low.text(0.99, 0.95, "how much acc and l_i shrink: 1 - alpha, alpha = exp(m_old - m_new)\n"
+             "alpha = 1: m_i did not grow, nothing to rescale; first block: nothing summed yet",
+             transform=low.transAxes, ha="right", va="top", fontsize=7.5, color="#444")  # fmt: skip
     return _save(fig, "running_max.png")
 
 
 def _save(fig, name: str) -> Path:
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / name
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
     plt.close(fig)
     return path

@@ -12,6 +12,7 @@ import json
 import sys
 import textwrap
 
+from kata import commands, progress, terminal
 from kata.catalogue import ROOT, find_or_report
 
 STATE = ROOT / ".kata" / "hints.json"
@@ -28,13 +29,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="nox -s hint --", description="Show hints, one level at a time."
     )
-    parser.add_argument("exercise", help="exercise number (02) or file stem")
+    parser.add_argument(
+        "exercise",
+        nargs="?",
+        help="exercise number (02) or file stem (default: the one you are on)",
+    )
     parser.add_argument("--all", action="store_true", help="show every level")
     parser.add_argument("--reset", action="store_true", help="forget which levels were shown")
     args = parser.parse_args(argv)
-    ex = find_or_report(args.exercise)
-    if ex is None:
-        return 2
+    if args.exercise:
+        ex = find_or_report(args.exercise)
+        if ex is None:
+            return 2
+    else:  # like grade, run and watch: no argument means the exercise the student is on
+        ex, why = progress.current()
+        if ex is None:
+            print(f"No hint needed: {why}. Name an exercise for its hints: "
+                  f"`{commands.nox('hint', '04')}`")  # fmt: skip
+            return 0
+        print(f"({ex.stem}: {why})")
     levels = ex.hints
     state = _state()
     if args.reset:
@@ -47,19 +60,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Hints for {ex.stem} ({ex.title}): level {shown} of {len(levels)}")
     for n, text in enumerate(levels[:shown], 1):
         print()
-        print(
-            textwrap.fill(
-                " ".join(text.split()), 78, initial_indent=f"{n}. ", subsequent_indent="   "
-            )
-        )
+        print(textwrap.fill(" ".join(text.split()), terminal.width() - 2,
+                            initial_indent=f"{n}. ", subsequent_indent="   "))  # fmt: skip
     print()
     if shown < len(levels):
-        print(f"Run `nox -s hint -- {ex.number}` again for the next level.")
+        print(f"Run `{commands.nox('hint', ex.number)}` again for the next level.")
     else:
-        print(
-            "That was the last level. The docs page docs/exercises/"
-            + f"{ex.stem}.md explains the trap."
+        last = (
+            f"That was the last level. The docs page docs/exercises/{ex.stem}.md explains the trap."
         )
+        print(textwrap.fill(last, terminal.width()))
     return 0
 
 

@@ -13,7 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from kata.catalogue import EXERCISE_LIST, EXERCISES, ROOT, Exercise, find, find_or_report
+from kata import progress
+from kata.catalogue import EXERCISE_LIST, EXERCISES, ROOT, Exercise, find_or_report
 
 REPORT = ROOT / "reports" / "watch.json"
 
@@ -40,13 +41,19 @@ def grade(ex: Exercise, target: Path, extra: list[str]) -> tuple[int, int]:
 
 
 def first_unfinished(target: Path, extra: list[str]) -> Exercise | None:
+    """Grade the chapter's exercises once, say where the student stands, and pick the first
+    exercise below full marks."""
+    print(f"Grading {', '.join(e.number for e in EXERCISE_LIST)} to find where you are ...",
+          flush=True)  # fmt: skip
     subprocess.run([sys.executable, "-m", "grader", "--target", str(target), "--report", str(REPORT),
-                    "--quiet", *extra], cwd=ROOT, check=False)  # fmt: skip
-    data = json.loads(REPORT.read_text())
-    for item in data["exercises"]:
-        if item["score"] < item["max_score"]:
-            return find(item["id"])
-    return None
+                    "--quiet", *extra], cwd=ROOT, check=False, stdout=subprocess.DEVNULL)  # fmt: skip
+    try:
+        data = json.loads(REPORT.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return EXERCISE_LIST[0]  # the grader said why on stderr; watch the first one anyway
+    scores = ", ".join(f"{e['id'][:2]} {e['score']}/{e['max_score']}" for e in data["exercises"])
+    print(f"Score so far: {data['score']}/{data['max_score']} ({scores})")
+    return progress.unfinished_in(data)
 
 
 def _stamp(path: Path) -> float | None:

@@ -239,8 +239,9 @@ def grade_student(task: Task) -> dict:
     if not Path(task.target).is_dir():
         return finish("infra_error", reason=f"{host} cannot see the submission folder "
                       f"{task.target} (is it on a filesystem shared with the nodes?)")  # fmt: skip
+    # No page here: batch.finish draws score.html once score.json is in place.
     cmd = [sys.executable, "-m", "grader", "--target", task.target, "--report", str(f.partial),
-           "--device", task.device, "--quiet", "--jobs", str(task.jobs)]  # fmt: skip
+           "--device", task.device, "--quiet", "--jobs", str(task.jobs), "--no-html"]  # fmt: skip
     if task.timeout:
         cmd += ["--timeout", str(task.timeout)]
     start = time.monotonic()

@@ -1,0 +1,58 @@
+"""Which exercise a student is on: the first one below full marks in the last grade.
+
+``nox -s hint`` with no argument asks here (it must answer at once, so it reads the last report
+instead of grading); ``nox -s watch`` grades first and then asks the same question.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kata.catalogue import EXERCISE_LIST, EXERCISES, ROOT, Exercise, find
+
+REPORTS = (ROOT / "reports" / "score.json", ROOT / "reports" / "watch.json")
+
+
+def unfinished_in(report: dict) -> Exercise | None:
+    """The first exercise below full marks in a score report, in catalogue order."""
+    below = {e["id"] for e in report.get("exercises", []) if e["score"] < e["max_score"]}
+    for ex in EXERCISE_LIST:
+        if ex.stem in below:
+            return ex
+    extra = [e["id"] for e in report.get("exercises", []) if e["id"] in below]
+    return find(extra[0]) if extra else None
+
+
+def last_report(target: Path = EXERCISES) -> tuple[dict, Path] | None:
+    """The newest report of ``target`` (score.json or watch.json), or None."""
+    found = []
+    for path in REPORTS:
+        try:
+            data = json.loads(path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            continue
+        if Path(data.get("target", "")).resolve() == target.resolve():
+            found.append((path.stat().st_mtime, data, path))
+    if not found:
+        return None
+    _, data, path = max(found, key=lambda f: f[0])
+    return data, path
+
+
+def current() -> tuple[Exercise | None, str]:
+    """(the exercise a student is on, a line saying how that was decided); None: all done."""
+    last = last_report()
+    if last is None:
+        return EXERCISE_LIST[0], "not graded yet, so starting with the first exercise"
+    data, path = last
+    ex = unfinished_in(data)
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    if ex is None:
+        # Only part of the chapter may have been graded (`grade -- 02`): the first one missing.
+        graded = {e["id"] for e in data.get("exercises", [])}
+        rest = [e for e in EXERCISE_LIST if e.stem not in graded]
+        if rest:
+            return rest[0], f"the first exercise not graded in {where}"
+        return None, f"every exercise is at full marks in {where}"
+    return ex, f"the first exercise below full marks in {where}"

@@ -1,0 +1,240 @@
+"""The HTML pages: a student's report (reports/score.html) and the class dashboard (class.html).
+
+The pages are rendered by a real browser, headless Chromium (Debian's ``chromium`` package;
+.ci/run installs it), and the tests assert on what it shows: the score, each check's row, the
+figures drawn (inline SVG, and the PNG heatmaps decoded), no request made, no script run but
+the test's own probe. Skipped only where Chromium is not installed, and never when
+``KATA_REQUIRE_CHROMIUM=1`` (CI sets it).
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import html
+from grader.report import CheckResult, ExerciseResult, Report
+from kata import catalogue, skeletons
+
+ROOT = catalogue.ROOT
+slow = pytest.mark.slow
+EVIL = '<script>document.title="pwned"</script><img src="https://example.org/x.png">'
+
+# Appended to a copy of a page: waits for every embedded PNG to decode, then writes what the
+# browser shows into <pre id="kata-probe"> for --dump-dom to carry out.
+PROBE = """<script>
+(async function () {
+  const shown = (el) => { const r = el.getBoundingClientRect(), s = getComputedStyle(el);
+    return r.width > 0 && r.height > 0 && s.visibility !== "hidden" && s.display !== "none"; };
+  const pngs = [...document.querySelectorAll("svg image")].map((i) => i.getAttribute("href"));
+  const decoded = await Promise.all(pngs.map(async (src) => {
+    const img = new Image(); img.src = src;
+    try { await img.decode(); return img.naturalWidth; } catch (e) { return 0; } }));
+  const out = {
+    title: document.title,
+    score: (document.getElementById("score") || {}).innerText || null,
+    students: (document.getElementById("students") || {}).innerText || null,
+    text: document.body.innerText,
+    checks: [...document.querySelectorAll("tr.check")].filter(shown).map((e) => e.dataset.check),
+    trapRows: [...document.querySelectorAll("tr.trap")].filter(shown).map((e) => e.dataset.trap),
+    figures: [...document.querySelectorAll("svg.figure")].map((s) => ({
+      shown: shown(s), width: s.getBoundingClientRect().width, parts: s.childElementCount })),
+    pngs: decoded,
+    outputs: [...document.querySelectorAll("pre.output")].map((e) => e.textContent),
+    scripts: document.scripts.length,
+    images: document.images.length,
+    requests: performance.getEntriesByType("resource").map((e) => e.name),
+  };
+  const pre = document.createElement("pre");
+  pre.id = "kata-probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>"""
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    if os.environ.get("KATA_REQUIRE_CHROMIUM") == "1":
+        pytest.fail("KATA_REQUIRE_CHROMIUM=1 but no chromium on PATH (apt-get install chromium)")
+    pytest.skip("chromium is not installed (Debian: apt-get install chromium; .ci/run installs it)")
+
+
+def browse(page: Path, tmp_path: Path) -> dict:
+    """What headless Chromium shows of ``page``: the probe's findings."""
+    browser = chromium()
+    text = page.read_text()
+    # The page forbids every script; the copy lets the probe (and only inline code) run.
+    copy = tmp_path / f"browsed-{page.name}"
+    copy.write_text(text.replace("default-src 'none';", "default-src 'none'; script-src 'unsafe-inline';")
+                    .replace("</body>", PROBE + "</body>"))  # fmt: skip
+    done = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=15000",
+         "--window-size=1200,900", "--dump-dom", copy.as_uri()],
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    found = re.search(r'<pre id="kata-probe">(.*?)</pre>', done.stdout, flags=re.S)
+    assert found, f"chromium showed no probe (exit {done.returncode}): {done.stderr[-2000:]}"
+    return json.loads(
+        found.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"')
+        .replace("&amp;", "&")
+    )  # fmt: skip
+
+
+def static_requests(text: str) -> list[str]:
+    """What the page itself would fetch: any src, stylesheet link, CSS url() or import."""
+    found = re.findall(r'\bsrc="([^"]*)"', text) + re.findall(r"url\(([^)]*)\)", text)
+    found += re.findall(r"<link[^>]*>", text) + re.findall(r"@import[^;]*", text)
+    return [f for f in found if not f.startswith("data:")]
+
+
+def _grade(target: Path, report: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "KATA_DEVICE": os.environ.get("KATA_DEVICE", "auto")}
+    return subprocess.run([sys.executable, "-m", "grader", "--target", str(target), "--report",
+                           str(report), *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=900, check=False)  # fmt: skip
+
+
+# ---- without a browser: what the page says and escapes ----------------------------------------
+
+
+def _report(**overrides) -> Report:
+    check = CheckResult(id="running-max-grows", todo="rescale-acc", status="failed", points=0,
+                        max_points=10, trap="acc-not-rescaled", message=f"it broke {EVIL}",
+                        details={"max_error": 1.2, "tolerance": [1e-4, 1e-4]})  # fmt: skip
+    first = catalogue.find("01")
+    ex = ExerciseResult(first.stem, f"/nowhere/{first.filename}", "core",
+                        0, 25, [check], output=f"printed {EVIL}",
+                        warnings=[f"warned {EVIL}"], **overrides)  # fmt: skip
+    return Report(EVIL, "interpreter: cpu", {"torch": EVIL}, [ex], 1.0)
+
+
+def test_page_escapes_everything_a_submission_can_write():
+    page = html.render(_report())
+    assert "<script>" not in page and 'src="https://' not in page
+    assert page.count("&lt;script&gt;") >= 5  # message, output, warning, target, version
+    assert static_requests(page) == []
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+
+
+def test_card_names_the_trap_invariant_todo_and_hint():
+    page = html.render(_report())
+    assert "acc-not-rescaled" in page and "invariant that broke" in page
+    assert "acc and l_i are always weighted against the same running maximum" in page
+    assert "TODO(rescale-acc)" in page and "-s hint -- 01" in page
+
+
+def test_failure_figures_hold_shapes_and_outputs_never_inputs():
+    """A hidden check's figures: where the output is wrong, on the output's shape; no input
+    value, and small."""
+    from grader import details, judges, specs
+
+    spec = specs.load(catalogue.find("03").stem, "hidden")
+    case = spec.cases["random-64x8"]
+    got = dict(spec.interface.expected(case))
+    got["idx1"] = got["idx0"].copy()  # the skeleton's trap: the top-1 twice
+    found = details.failure(judges.make("top2", spec.interface), case, got)
+    assert set(found) == {"kind", "case", "hidden", "shape", "bad_tokens", "tokens", "chosen",
+                          "expected", "weight_sum", "expected_sum"}  # fmt: skip
+    assert found["hidden"] and found["bad_tokens"] == 64 and len(found["tokens"]) == 32
+    assert all(a == b for a, b in found["chosen"]) and len(json.dumps(found)) < 4000
+
+
+# ---- in the browser ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """One grading of a mixed folder: 01 untouched (a trap), 02 solved, 03 untouched and
+    printing HTML at import (to be shown as text)."""
+    tmp = tmp_path_factory.mktemp("graded")
+    target = tmp / "mine"
+    target.mkdir()
+    for ex in catalogue.EXERCISE_LIST:
+        text = skeletons.pristine(ex.stem).text
+        if ex.number == "02":
+            text = (catalogue.SOLUTIONS / ex.filename).read_text()
+        if ex.number == "03":
+            text += f"\nprint({EVIL!r})\n"
+        (target / ex.filename).write_text(text)
+    done = _grade(target, tmp / "out" / "score.json")
+    assert done.returncode == 0, done.stderr
+    return tmp / "out", json.loads((tmp / "out" / "score.json").read_text())
+
+
+@slow
+def test_score_page_in_chromium(graded, tmp_path):
+    out, report = graded
+    page = out / "score.html"
+    shown = browse(page, tmp_path)
+    assert shown["score"] == f"{report['score']}/{report['max_score']}" == "25/100"
+    ids = [c["id"] for ex in report["exercises"] for c in ex["checks"]]
+    assert sorted(shown["checks"]) == sorted(ids)  # every check has a visible row
+    for ex in report["exercises"]:
+        assert f"{ex['id']} {ex['score']}/{ex['max_score']}" in " ".join(shown["text"].split())
+    for trap in ("acc-not-rescaled", "top2-not-masked", "weights-not-renormalized"):
+        assert f"Trap {trap}" in shown["text"]
+    # the pictures: the attention probe (a PNG), row profiles, the gating grid, all drawn
+    visible = [f for f in shown["figures"] if f["shown"]]
+    assert len(visible) >= 3 and all(f["width"] > 100 and f["parts"] > 10 for f in visible)
+    assert shown["pngs"] and all(w == 48 for w in shown["pngs"])
+    # nothing fetched, nothing the submission printed run as code: only the probe script
+    assert shown["requests"] == [] and static_requests(page.read_text()) == []
+    assert shown["scripts"] == 1 and shown["images"] == 0 and shown["title"] != "pwned"
+    assert any('<script>document.title="pwned"</script>' in o for o in shown["outputs"])
+
+
+@slow
+def test_class_of_four_in_chromium(tmp_path):
+    """ada solved everything, bob nothing, cy all but 02, dee uploaded a zipped folder
+    (dee/upload/exercises/) with 01 untouched: dee is graded, not a silent 0."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    solved = {"ada": "010203", "bob": "", "cy": "0103", "dee": "0203"}
+    for student, numbers in solved.items():
+        folder = subs / student / ("upload/exercises" if student == "dee" else "")
+        folder.mkdir(parents=True)
+        for ex in catalogue.EXERCISE_LIST:
+            source = (catalogue.SOLUTIONS / ex.filename).read_text()
+            text = source if ex.number in numbers else skeletons.pristine(ex.stem).text
+            (folder / ex.filename).write_text(text)
+    done = subprocess.run([sys.executable, "-m", "grader.batch", "--submissions", str(subs),
+                           "--out", str(out), "--jobs", "2"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=1500, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr + done.stdout
+    import csv
+
+    rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
+    assert {s: rows[s]["score"] for s in solved} == {"ada": "100", "bob": "0", "cy": "75",
+                                                     "dee": "75"}  # fmt: skip
+    assert rows["dee"]["note"] == "files found in dee/upload/exercises"
+    assert (
+        rows["dee"]["trap:acc-not-rescaled"] == "1" and rows["ada"]["trap:acc-not-rescaled"] == ""
+    )
+    assert rows["bob"]["trap:causal-mask-missing"] == rows["cy"]["trap:causal-mask-missing"] == "1"
+
+    shown = browse(out / "class.html", tmp_path)
+    assert shown["students"] == "4 students"
+    assert shown["trapRows"][:2] == ["acc-not-rescaled", "causal-mask-missing"]  # 2 students each
+    text = " ".join(shown["text"].split())
+    assert "acc-not-rescaled 2/4" in text and "bob, dee" in text
+    assert "causal-square" in text and "2/4" in text  # a check's pass rate
+    assert "files found in dee/upload/exercises" in text
+    assert [f for f in shown["figures"] if f["shown"]]  # the score distribution
+    assert shown["requests"] == [] and shown["scripts"] == 1
+    assert (out / "dee" / "score.html").exists()
+
+
+def test_every_trap_states_the_invariant_it_breaks():
+    """A trap card leads with the invariant that broke: every trap needs one."""
+    from grader.traps import TRAPS
+
+    assert [t.id for t in TRAPS.values() if not t.invariant] == []
