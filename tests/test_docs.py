@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from grader import docs, specs
-from kata import catalogue, runtime
+from kata import catalogue, runtime, skeletons
 from kata.bundles import handout
 
 ROOT = catalogue.ROOT
@@ -252,9 +253,21 @@ def quoted_pages() -> list[Path]:
     return repository_pages()
 
 
+@cache
+def skeleton_folder() -> Path:
+    """The untouched skeletons in a folder named exercises/ (the examples print that name):
+    never the working copy, which a student edits."""
+    folder = Path(tempfile.mkdtemp(prefix="kata-docs-")) / "exercises"
+    folder.mkdir()
+    for ex in catalogue.ALL_EXERCISES:
+        (folder / ex.filename).write_text(skeletons.pristine(ex.stem).text)
+    return folder
+
+
 def script_path(script: str) -> Path:
     folder, number = script.split("/")
-    return ROOT / folder / catalogue.find(number).filename
+    base = skeleton_folder() if folder == "exercises" else ROOT / folder
+    return base / catalogue.find(number).filename
 
 
 def values(out: str) -> dict[str, list[float]]:
@@ -279,7 +292,9 @@ def values(out: str) -> dict[str, list[float]]:
 
 @cache
 def run_script(script: str) -> str:
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    path_env = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+           "PYTHONPATH": path_env}  # fmt: skip
     proc = subprocess.run([sys.executable, str(script_path(script))], cwd=ROOT, env=env,
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL, text=True, timeout=600)  # fmt: skip
