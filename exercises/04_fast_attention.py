@@ -41,6 +41,16 @@ CONFIGS = [
         (128, 64, 4, 2, True), (64, 64, 4, 2, True), (64, 128, 4, 2, True),
     )
 ]  # fmt: skip
+
+
+def _whole_key_tiles(configs, named_args, **kwargs):
+    """The causal stages split keys at multiples of BLOCK_M and step by BLOCK_N, so for causal
+    attention BLOCK_N must divide BLOCK_M, or stage 1 would load (unmasked) keys that belong to
+    the diagonal."""
+    causal = kwargs.get("CAUSAL", named_args.get("CAUSAL"))
+    return [c for c in configs if not causal or c.kwargs["BLOCK_M"] % c.kwargs["BLOCK_N"] == 0]
+
+
 if runtime.INTERPRETER:  # one configuration: the interpreter would time them all, slowly
     CONFIGS = [
         triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "TMA": True}, num_warps=4, num_stages=1)
@@ -96,7 +106,11 @@ def _attend_tiles(
     return acc, l_i, m_i
 
 
-@triton.autotune(configs=CONFIGS, key=["S", "HEAD_DIM", "CAUSAL"])
+@triton.autotune(
+    configs=CONFIGS,
+    key=["S", "HEAD_DIM", "CAUSAL"],
+    prune_configs_by={"early_config_prune": _whole_key_tiles},
+)
 @triton.jit
 def attention_fwd_kernel(
     q_ptr, k_ptr, v_ptr, out_ptr,

@@ -59,16 +59,23 @@ def _files(notes: list[str], solutions: Path) -> list[str]:
     return problems + _references(marked)
 
 
-def _committed(path: Path) -> str | None:
-    """``path`` as git has it committed, or None outside a git checkout."""
+def committed(path: Path) -> str | None:
+    """``path`` as git has it committed, or None outside a git checkout, or where git's HEAD
+    does not hold this tree's solutions (a copy of the files beside an older .git)."""
     import subprocess
 
-    try:
-        proc = subprocess.run(["git", "show", f"HEAD:{path.relative_to(ROOT).as_posix()}"],
-                              cwd=ROOT, capture_output=True, text=True, check=False)  # fmt: skip
-    except OSError:
+    def git(*args: str) -> subprocess.CompletedProcess | None:
+        try:
+            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                                  check=False)  # fmt: skip
+        except OSError:
+            return None
+
+    same = git("diff", "--quiet", "HEAD", "--", "solutions", "exercises/info.toml")
+    if same is None or same.returncode != 0:
         return None
-    return proc.stdout if proc.returncode == 0 else None
+    shown = git("show", f"HEAD:{path.relative_to(ROOT).as_posix()}")
+    return shown.stdout if shown is not None and shown.returncode == 0 else None
 
 
 def _drift() -> list[str]:
@@ -77,8 +84,8 @@ def _drift() -> list[str]:
     stale = []
     for path, text in generate.expected().items():
         if path.parent == EXERCISES:
-            committed = _committed(path)
-            current = committed if committed is not None else text  # no git: the JSON decides
+            found = committed(path)
+            current = found if found is not None else text  # no usable git: the JSON decides
         else:
             current = path.read_text() if path.exists() else None
         if current != text:

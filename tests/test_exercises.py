@@ -8,7 +8,6 @@ exercises/, which a student edits: these tests pass in a checkout where the exer
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from grader import static
 from grader.model import Case
 from grader.traps import online_softmax
 from kata import generate, oracles, skeletons
@@ -67,20 +67,11 @@ def test_frozen_skeletons_are_generated_from_the_solutions():
         assert "# BEGIN" not in entry["text"] and "# END" not in entry["text"]
 
 
-def _committed(path) -> str | None:
-    """The file as git has it committed, or None outside a git checkout."""
-    if shutil.which("git") is None:
-        return None
-    proc = subprocess.run(["git", "show", f"HEAD:{path.relative_to(ROOT).as_posix()}"], cwd=ROOT,
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    return proc.stdout if proc.returncode == 0 else None
-
-
 @pytest.mark.parametrize("ex", EVERY)
 def test_committed_exercise_is_its_skeleton(ex):
-    committed = _committed(ROOT / "exercises" / ex.filename)
+    committed = static.committed(ROOT / "exercises" / ex.filename)
     if committed is None:
-        pytest.skip("not a git checkout: the committed exercises cannot be read")
+        pytest.skip("no git checkout whose HEAD holds these solutions: nothing committed to read")
     assert committed == skeletons.pristine(ex.stem).text, "run `nox -s generate` and commit"
 
 

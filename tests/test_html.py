@@ -238,3 +238,16 @@ def test_every_trap_states_the_invariant_it_breaks():
     from grader.traps import TRAPS
 
     assert [t.id for t in TRAPS.values() if not t.invariant] == []
+
+
+def test_page_shows_timed_and_skipped_performance():
+    """A timed performance entry carries no reason; a skipped one does (seen on an H200)."""
+    from grader import timing
+
+    shape = {"shape": "M=1M E=128 float32", "baseline": "torch", "kernel_ms": 0.14,
+             "torch_ms": 6.1, "speedup": 43.4}  # fmt: skip
+    timed = timing.score({"timed": True, "device": "GPU", "shapes": [shape]}, correct=True)
+    page = html.render(_report(performance=timed))
+    assert "M=1M E=128 float32" in page and "x43.40 vs torch" in page
+    skipped = html.render(_report(performance=timing.score(None, correct=True)))
+    assert "timing skipped: timing needs a CUDA GPU" in skipped
