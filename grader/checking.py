@@ -143,7 +143,7 @@ def _judge(check: Check, spec, submission) -> None:
     judge = judges.make(check.judge, spec.interface)
     cases = [spec.cases[name] for name in check.cases]
     prove_traps_visible(check, judge, cases)
-    blocked = None
+    blocked, failed = None, None
     figures = []
     for case in cases:
         got = submission.output(case.name)
@@ -164,8 +164,15 @@ def _judge(check: Check, spec, submission) -> None:
                 figures.append(details.max_error(judge, case, got))
             continue
         trap = diagnose(check, judge, case, got)
-        _figures(submission, check, _failure_figures, check, submission, judge, case, got)
-        raise CheckFailed(f"{case.about}: {trap.message if trap else evidence}", trap and trap.id)
+        if trap or failed is None:
+            _figures(submission, check, _failure_figures, check, submission, judge, case, got)
+        if trap:  # the first case that names a trap explains the failure best
+            raise CheckFailed(f"{case.about}: {trap.message}", trap.id)
+        # A case can fail without telling the traps apart (a tile size that leaves every row of
+        # it NaN, say): keep its evidence, and look for a trap in the other cases first.
+        failed = failed or CheckFailed(f"{case.about}: {evidence}")
+    if failed is not None:
+        raise failed
     if blocked is not None:
         raise blocked
     if figures:
