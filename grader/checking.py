@@ -139,6 +139,13 @@ def _failure_figures(check: Check, submission, judge, case: Case, got: Output) -
     return found
 
 
+def _says_something(got: Output) -> bool:
+    """Whether some float output holds a finite value (written by the kernel)."""
+    floats = [np.asarray(v) for k, v in got.items() if not k.endswith(".unwritten")
+              and not k.startswith("idx")]  # fmt: skip
+    return not floats or any(np.isfinite(v).any() for v in floats)
+
+
 def _judge(check: Check, spec, submission) -> None:
     judge = judges.make(check.judge, spec.interface)
     cases = [spec.cases[name] for name in check.cases]
@@ -166,11 +173,14 @@ def _judge(check: Check, spec, submission) -> None:
         trap = diagnose(check, judge, case, got)
         if trap or failed is None:
             _figures(submission, check, _failure_figures, check, submission, judge, case, got)
-        if trap:  # the first case that names a trap explains the failure best
+        if trap:
             raise CheckFailed(f"{case.about}: {trap.message}", trap.id)
-        # A case can fail without telling the traps apart (a tile size that leaves every row of
-        # it NaN, say): keep its evidence, and look for a trap in the other cases first.
         failed = failed or CheckFailed(f"{case.about}: {evidence}")
+        if _says_something(got):
+            raise failed
+        # An output with no finite value tells no trap apart (on the H200, 04's first causal
+        # case is a single 128-row tile, all NaN without its diagonal stage): its evidence is
+        # kept, and the next failing case may name the trap.
     if failed is not None:
         raise failed
     if blocked is not None:
