@@ -76,24 +76,27 @@ def gather(out: Path) -> list[Row]:
 
 def write_gradebook(rows: list[Row], out: Path) -> Path:
     """OUT/gradebook.csv: student, score, max_score, one column per exercise, traps, one
-    trap:<id> column per known trap (1: fell into it), status, note. Rows without a score have
-    empty score columns (never a 0)."""
+    trap:<id> column per known trap (1: fell into it), integrity (the exercises edited outside
+    their TODO regions, `;`-separated), status, note. Rows without a score have empty score
+    columns (never a 0)."""
     path = out / "gradebook.csv"
     stems = [ex.stem for ex in EXERCISE_LIST]
     with open(path, "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["student", "score", "max_score", *stems, "traps", *dashboard.TRAP_HEADER,
-                         "status", "note"])  # fmt: skip
+                         "integrity", "status", "note"])  # fmt: skip
         for row in rows:
             traps = dashboard.trap_columns(row.report)
             if row.report is None:
-                writer.writerow([row.student, "", "", *[""] * len(stems), "", *traps, row.status,
-                                 row.note])  # fmt: skip
+                writer.writerow([row.student, "", "", *[""] * len(stems), "", *traps, "",
+                                 row.status, row.note])  # fmt: skip
                 continue
             per = {e["id"]: e["score"] for e in row.report["exercises"]}
+            edited = [e["id"][:2] for e in row.report["exercises"]
+                      if (e.get("integrity") or {}).get("ok") is False]  # fmt: skip
             writer.writerow([row.student, row.report["score"], row.report["max_score"],
                              *[per.get(s, "") for s in stems], ";".join(row.report["traps"]),
-                             *traps, row.status, row.note])  # fmt: skip
+                             *traps, ";".join(edited), row.status, row.note])  # fmt: skip
     return path
 
 

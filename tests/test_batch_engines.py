@@ -195,3 +195,19 @@ def test_a_refused_submission_keeps_the_earlier_grades(tmp_path):
     # The sbatch's own words (or, where submitit is not installed yet, that it is missing).
     assert "invalid partition specified: gpux" in proc.stderr or "needs submitit" in proc.stderr
     assert json.loads((out / "ada" / "score.json").read_text())["score"] == 100
+
+
+def test_gradebook_flags_exercises_edited_outside_their_todo_regions(tmp_path):
+    from grader import batch
+
+    def report(flags: dict) -> dict:
+        exercises = [{"id": ex.stem, "score": 0, "integrity": {"ok": ok}}
+                     for ex, ok in zip(catalogue.EXERCISE_LIST, flags.values())]  # fmt: skip
+        return {"score": 0, "max_score": 100, "traps": [], "exercises": exercises}
+
+    rows = [batch.Row("ada", "graded", report({"01": True, "02": True, "03": True})),
+            batch.Row("bob", "graded", report({"01": False, "02": True, "03": False})),
+            batch.Row("cy", "infra_error", None, "TIMEOUT")]  # fmt: skip
+    book = batch.write_gradebook(rows, tmp_path)
+    got = {r["student"]: r["integrity"] for r in csv.DictReader(book.read_text().splitlines())}
+    assert got == {"ada": "", "bob": "01;03", "cy": ""}
