@@ -603,3 +603,23 @@ def test_known_compile_problems_get_advice(needle, tmp_path):
     except RuntimeError as exc:
         message = explain(exc, str(path))
     assert ". Hint: " in message and len(message.split(". Hint: ")[1]) > 20
+
+
+def test_gradescope_and_summary_say_an_exercise_was_edited_outside_its_regions(tmp_path):
+    import io
+
+    from grader.report import Report
+    from grader.summary import Printer
+
+    ex = _result({})
+    ex.integrity = {"ok": False, "lines": [58, 59], "diff": "-a\n+b", "strict_zeroed": True}
+    report = Report("t", "interpreter: cpu", {}, [ex], 1.0, strict=True)
+    assert (
+        "changed outside its TODO regions (scored 0: strict grading), skeleton line(s) 58, 59"
+        in (report.gradescope()["output"])
+    )
+    out = io.StringIO()
+    Printer(stream=out).exercise_done(ex)
+    assert "edited outside its TODO regions (skeleton line(s) 58, 59)" in " ".join(
+        out.getvalue().split()
+    )
