@@ -38,8 +38,8 @@ class GraderError(Exception):
 
 
 def _gap(form: Output, right: Output, judge: judges.Judge, case: Case) -> float:
-    """How far a trap's form is from the right output, in units of SEPARATION tolerances
-    (indices: any difference is infinitely far)."""
+    """How far a trap's form is from the right output, in units of the interface's
+    ``separation`` absolute tolerances (indices: any difference is infinitely far)."""
     gaps = []
     for key, predicted in form.items():
         if key.startswith("idx"):

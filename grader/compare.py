@@ -11,10 +11,6 @@ import numpy as np
 
 Tol = tuple[float, float]  # (atol, rtol)
 
-# A trap's wrong answer must sit this many tolerances away from the right one, or the trap
-# cannot be told apart and the check would prove nothing.
-SEPARATION = 100.0
-
 
 def bad_mask(got: np.ndarray, want: np.ndarray, tol: Tol) -> np.ndarray:
     """Elements that are not close; NaN and inf in ``got`` are never close (unless a trap's

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -170,8 +171,6 @@ def grade(exercises: list[Exercise], target: Path, backend: str, report_dir: Pat
           strict: bool = False) -> list[ExerciseResult]:  # fmt: skip
     """Grade exercises concurrently; ``on_start(exercise)`` is called as each one starts and
     ``on_done(result)`` as each one finishes."""
-    import os
-
     jobs = jobs or (
         len(exercises) if backend == "cuda" else max(1, min(len(exercises), os.cpu_count() or 1))
     )
