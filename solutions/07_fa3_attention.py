@@ -6,14 +6,15 @@ exponentiates in turn, and the compiler overlaps what it can. On an H100/H200 th
 tensor-core matmuls of the same warps. FlashAttention-3 gives each job its own warps, and Gluon
 (Triton's lower-level dialect, shipped with Triton 3.6) lets us write that schedule by hand:
 
-* a **producer** partition issues TMA bulk copies of K and V tiles into a ring of shared-memory
-  stages, each stage guarded by two mbarriers ("full" once its bytes landed, "empty" once both
-  consumers are done with it);
+* a **producer** partition issues TMA bulk copies of K and V tiles into two rings of
+  shared-memory stages, each stage guarded by mbarriers ("full" once its bytes landed, "empty"
+  once both consumers are done with it; K and V are released separately, K as soon as its
+  scores are in registers);
 * two **consumer** warpgroups, each owning 64 query rows of the program's 128, run the online
-  softmax of exercise 04 with asynchronous ``wgmma`` (``warpgroup_mma(is_async=True)``). The two
-  are independent partitions, so while one exponentiates, the other's matmuls keep the tensor
-  cores busy: the ping-pong FlashAttention-3 schedules explicitly happens here through the warp
-  scheduler;
+  softmax of exercise 04 with asynchronous ``wgmma``, software-pipelined: a consumer issues the
+  scores of tile j and P @ V of tile j - 1 together, waits only for the scores, and
+  exponentiates tile j while P @ V is still on the tensor cores. Between the two consumers the
+  warp scheduler does the ping-pong that FlashAttention-3 orders with named barriers;
 * ``gl.warp_specialize`` splits the registers: the producer needs few, the consumers get 240.
 
 The math is exercise 04's, with the same interface (``attention_fwd_kernel``'s parameters), the
@@ -59,61 +60,57 @@ FIRST, SECOND = gl.constexpr(0), gl.constexpr(1)  # which consumer: its rows sta
 
 
 @gluon.jit
-def _producer(k_desc, v_desc, k_smem, v_smem, k_full, v_full, kv_empty, n_hi,
+def _producer(k_desc, v_desc, k_smem, v_smem, k_full, v_full, k_empty, v_empty, n_hi,
               BLOCK_N: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
-    """Stream the key and value tiles [0, n_hi) through the ring, one stage ahead of need."""
+    """Stream the key and value tiles [0, n_hi) through their rings. K and V have separate
+    "empty" barriers: a K tile is free once its scores are in registers, while its V tile
+    stays in use until the next iteration's P @ V has finished."""
     for i in range(gl.cdiv(n_hi, BLOCK_N)):
         s = i % STAGES
-        # Wait until both consumers released this stage's previous tile (a fresh barrier
-        # counts as released: waiting on the parity before its first phase returns at once).
-        mbarrier.wait(kv_empty.index(s), ((i // STAGES) & 1) ^ 1)
+        parity = ((i // STAGES) & 1) ^ 1  # a fresh barrier counts as released
+        mbarrier.wait(k_empty.index(s), parity)
         mbarrier.expect(k_full.index(s), k_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(k_desc, [i * BLOCK_N, 0], k_full.index(s), k_smem.index(s))
+        mbarrier.wait(v_empty.index(s), parity)
         mbarrier.expect(v_full.index(s), v_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(v_desc, [i * BLOCK_N, 0], v_full.index(s), v_smem.index(s))
 
 
 @gluon.jit
-def _attend(acc, l_i, m_i, q, k_smem, v_smem, k_full, v_full, kv_empty, i, lo, hi, offs_m, S,
-            qk_scale, s_layout: gl.constexpr, p_layout: gl.constexpr, o_layout: gl.constexpr,
-            BLOCK_N: gl.constexpr, STAGES: gl.constexpr, MASK: gl.constexpr):  # fmt: skip
-    """The online softmax over key tiles [lo, hi); i counts tiles through the ring."""
-    dtype: gl.constexpr = k_smem.dtype
-    for n0 in range(lo, hi, BLOCK_N):
-        s = i % STAGES
-        phase = (i // STAGES) & 1
-        mbarrier.wait(k_full.index(s), phase)
-        zero = gl.zeros([64, BLOCK_N], gl.float32, s_layout)
-        scores = warpgroup_mma(q, k_smem.index(s).permute((1, 0)), zero, use_acc=False,
-                               is_async=True)  # fmt: skip
-        scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))
-        if MASK != NO_MASK:
-            offs_n = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-            if MASK == DIAGONAL:
-                visible = offs_m[:, None] >= offs_n[None, :]
-            else:
-                visible = (offs_m[:, None] >= 0) & (offs_n[None, :] < S)
-            scores = gl.where(visible, scores, float("-inf"))
-        m_new = gl.maximum(m_i, gl.max(scores, axis=1) * qk_scale)
-        p = gl.exp2(scores * qk_scale - m_new[:, None])
-        alpha = gl.exp2(m_i - m_new)
-        l_i = l_i * alpha + gl.sum(p, axis=1)
-        acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
-        mbarrier.wait(v_full.index(s), phase)
-        acc = warpgroup_mma(p_op, v_smem.index(s), acc, is_async=True)
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        mbarrier.arrive(kv_empty.index(s), count=1)
-        m_i = m_new
-        i += 1
-    return acc, l_i, m_i, i
+def _scores(q, k_smem, k_full, k_empty, i, s_layout: gl.constexpr, BLOCK_N: gl.constexpr,
+            STAGES: gl.constexpr):  # fmt: skip
+    """Issue q @ k^T for tile i asynchronously; the caller waits for it."""
+    mbarrier.wait(k_full.index(i % STAGES), (i // STAGES) & 1)
+    zero = gl.zeros([64, BLOCK_N], gl.float32, s_layout)
+    return warpgroup_mma(q, k_smem.index(i % STAGES).permute((1, 0)), zero, use_acc=False,
+                         is_async=True)  # fmt: skip
 
 
 @gluon.jit
-def _consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_full, k_full, v_full, kv_empty, m0, S,
-              sm_scale, WHICH: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
-              BLOCK_N: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
-    """One warpgroup's 64 query rows: the loop of exercise 04, with wgmma and the ring."""
+def _softmax(scores, m_i, l_i, n0, mask_from, offs_m, S, qk_scale, s_layout: gl.constexpr,
+             BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
+    """The online-softmax step of one tile; only tiles reaching mask_from are masked."""
+    if n0 + BLOCK_N > mask_from:
+        offs_n = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        if CAUSAL:
+            visible = offs_m[:, None] >= offs_n[None, :]
+        else:
+            visible = (offs_m[:, None] >= 0) & (offs_n[None, :] < S)
+        scores = gl.where(visible, scores, float("-inf"))
+    m_new = gl.maximum(m_i, gl.max(scores, axis=1) * qk_scale)
+    p = gl.exp2(scores * qk_scale - m_new[:, None])
+    alpha = gl.exp2(m_i - m_new)
+    l_i = l_i * alpha + gl.sum(p, axis=1)
+    return p, alpha, l_i, m_new
+
+
+@gluon.jit
+def _consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_full, k_full, v_full, k_empty, v_empty,
+              m0, S, n_hi, sm_scale, WHICH: gl.constexpr, HEAD_DIM: gl.constexpr,
+              CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+    """One warpgroup's 64 query rows. Software-pipelined as in FlashAttention-3: the scores
+    of tile j are computed while P @ V of tile j - 1 is still on the tensor cores, and the
+    softmax of tile j runs while that product finishes."""
     dtype: gl.constexpr = q_desc.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
@@ -123,35 +120,50 @@ def _consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_full, k_full, v_full, kv
     )
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     rows: gl.constexpr = gl.SliceLayout(1, s_layout)
+    o_rows: gl.constexpr = gl.SliceLayout(1, o_layout)
 
     row0 = m0 + WHICH * 64
     offs_m = row0 + gl.arange(0, 64, layout=rows)
+    # Causal: tiles reaching past this warpgroup's first row need the mask. Otherwise only a
+    # last, partial tile does (its columns past S).
+    if CAUSAL:
+        mask_from = row0 + 1
+    else:
+        mask_from = S
     mbarrier.wait(q_full, 0)
     q = q_smem.slice(WHICH * 64, 64, dim=0)
     qk_scale = sm_scale * 1.4426950408889634
     m_i = gl.full([64], float("-inf"), gl.float32, rows)
     l_i = gl.zeros([64], gl.float32, rows)
     acc = gl.zeros([64, HEAD_DIM], gl.float32, o_layout)
-    i = gl.to_tensor(0)  # tiles consumed so far: the position in the ring
-    if CAUSAL:
-        # The producer streams keys up to the program's diagonal; tiles left of it need no
-        # mask, the rest the causal one (which also hides keys past S from every real row).
-        n_hi = gl.minimum(m0 + 2 * 64, S)
-        acc, l_i, m_i, i = _attend(acc, l_i, m_i, q, k_smem, v_smem, k_full, v_full, kv_empty,
-                                   i, 0, m0, offs_m, S, qk_scale, s_layout, p_layout, o_layout,
-                                   BLOCK_N, STAGES, NO_MASK)  # fmt: skip
-        acc, l_i, m_i, i = _attend(acc, l_i, m_i, q, k_smem, v_smem, k_full, v_full, kv_empty,
-                                   i, m0, n_hi, offs_m, S, qk_scale, s_layout, p_layout,
-                                   o_layout, BLOCK_N, STAGES, DIAGONAL)  # fmt: skip
-    else:
-        s_full = S - S % BLOCK_N
-        acc, l_i, m_i, i = _attend(acc, l_i, m_i, q, k_smem, v_smem, k_full, v_full, kv_empty,
-                                   i, 0, s_full, offs_m, S, qk_scale, s_layout, p_layout,
-                                   o_layout, BLOCK_N, STAGES, NO_MASK)  # fmt: skip
-        acc, l_i, m_i, i = _attend(acc, l_i, m_i, q, k_smem, v_smem, k_full, v_full, kv_empty,
-                                   i, s_full, S, offs_m, S, qk_scale, s_layout, p_layout,
-                                   o_layout, BLOCK_N, STAGES, PAST_S)  # fmt: skip
-    out = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
+    n_tiles = gl.cdiv(n_hi, BLOCK_N)
+
+    scores = _scores(q, k_smem, k_full, k_empty, 0, s_layout, BLOCK_N, STAGES)
+    scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))
+    mbarrier.arrive(k_empty.index(0), count=1)
+    p, alpha, l_i, m_i = _softmax(scores, m_i, l_i, 0, mask_from, offs_m, S, qk_scale, s_layout,
+                                  BLOCK_N, CAUSAL)  # fmt: skip
+    for j in range(1, n_tiles):
+        prev = (j - 1) % STAGES
+        scores = _scores(q, k_smem, k_full, k_empty, j, s_layout, BLOCK_N, STAGES)
+        mbarrier.wait(v_full.index(prev), ((j - 1) // STAGES) & 1)
+        acc = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout), v_smem.index(prev), acc,
+                            is_async=True)  # fmt: skip
+        # The scores were issued first, so waiting for all but one group waits for them only.
+        scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))
+        mbarrier.arrive(k_empty.index(j % STAGES), count=1)
+        p, alpha, l_i, m_i = _softmax(scores, m_i, l_i, j * BLOCK_N, mask_from, offs_m, S,
+                                      qk_scale, s_layout, BLOCK_N, CAUSAL)  # fmt: skip
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(v_empty.index(prev), count=1)
+        acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
+    last = n_tiles - 1
+    mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
+    acc = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout), v_smem.index(last % STAGES),
+                        acc, is_async=True)  # fmt: skip
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    mbarrier.arrive(v_empty.index(last % STAGES), count=1)
+    out = acc / gl.convert_layout(l_i, o_rows)[:, None]
     # Through shared memory to a TMA store, which clips the rows past S.
     o_smem = gl.allocate_shared_memory(dtype, [64, HEAD_DIM], o_desc.layout)
     o_smem.store(out.to(dtype))
@@ -199,12 +211,14 @@ def attention_fwd_kernel(
     q_full = gl.allocate_shared_memory(gl.int64, [1], bar_layout)
     k_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
     v_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
-    kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
     mbarrier.init(q_full, count=1)
     for s in gl.static_range(STAGES):
         mbarrier.init(k_full.index(s), count=1)
         mbarrier.init(v_full.index(s), count=1)
-        mbarrier.init(kv_empty.index(s), count=2)  # both consumers release a stage
+        mbarrier.init(k_empty.index(s), count=2)  # both consumers release a stage
+        mbarrier.init(v_empty.index(s), count=2)
     fence_async_shared()
 
     # Q is loaded once, for both consumers, before the partitions split.
@@ -214,60 +228,21 @@ def attention_fwd_kernel(
         n_hi = gl.minimum(m0 + BLOCK_M, S)
     else:
         n_hi = S
+    # The partitions' arguments are written out: a tuple held in a variable would lose its
+    # constexpr entries (BLOCK_N, STAGES, ...), which the layouts need.
     gl.warp_specialize(
         [
-            (
-                _producer,
-                (k_desc, v_desc, k_smem, v_smem, k_full, v_full, kv_empty, n_hi, BLOCK_N, STAGES),
-            ),  # fmt: skip
-            (
-                _consumer,
-                (
-                    q_desc,
-                    o_desc,
-                    q_smem,
-                    k_smem,
-                    v_smem,
-                    q_full,
-                    k_full,
-                    v_full,
-                    kv_empty,
-                    m0,
-                    S,
-                    sm_scale,
-                    FIRST,
-                    HEAD_DIM,
-                    CAUSAL,
-                    BLOCK_N,
-                    STAGES,
-                ),
-            ),
-            (
-                _consumer,
-                (
-                    q_desc,
-                    o_desc,
-                    q_smem,
-                    k_smem,
-                    v_smem,
-                    q_full,
-                    k_full,
-                    v_full,
-                    kv_empty,
-                    m0,
-                    S,
-                    sm_scale,
-                    SECOND,
-                    HEAD_DIM,
-                    CAUSAL,
-                    BLOCK_N,
-                    STAGES,
-                ),
-            ),
+            (_producer, (k_desc, v_desc, k_smem, v_smem, k_full, v_full, k_empty, v_empty, n_hi,
+                         BLOCK_N, STAGES)),
+            (_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_full, k_full, v_full, k_empty,
+                         v_empty, m0, S, n_hi, sm_scale, FIRST, HEAD_DIM, CAUSAL, BLOCK_N, STAGES)),
+            (_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_full, k_full, v_full, k_empty,
+                         v_empty, m0, S, n_hi, sm_scale, SECOND, HEAD_DIM, CAUSAL, BLOCK_N,
+                         STAGES)),
         ],
         [4, 4],
         [240, 240],
-    )
+    )  # fmt: skip
 
 
 def fa3_attention(q, k, v, causal=False):
