@@ -2,7 +2,7 @@
 
 * The student handout: exercises, the manifest (hints included), docs, README, noxfile and the
   grader's machinery with only its *public* checks. One rule keeps the instructor's part out:
-  no ``grader/specs/*/hidden.py``, no ``grader/specs/*/gallery/``, no instructor tools, no
+  no ``hidden.py`` under ``grader/specs/``, no ``grader/specs/*/gallery/``, no instructor tools, no
   solutions. Unzipped on its own, the README's commands work and ``nox -s grade`` gives 0.
 * The Gradescope autograder: ``setup.sh`` and ``run_autograder`` at the top, the kata and the
   full grader beside them; it grades ``/autograder/submission`` into

@@ -7,17 +7,11 @@ underflows to 0/0), 30x scores (exp overflows without a running maximum), ragged
 Strides and half-precision inputs are handled by given code: they are 0-point notes.
 """
 
-import numpy as np
-
 from grader.gallery import right, wrong
 from grader.inputs import all_low, falling, growing, qkv
 from grader.model import Case, Check
+from grader.specs.hidden import ATTENTION_NOTES, attention_cases
 from grader.traps import ACC_NOT_RESCALED, REFERENCE_NOT_RUNNING_MAX, RUNNING_MAX_NOT_FROM_NEG_INF
-
-
-def _as_fp32(arrays: dict) -> dict:
-    return {name: a.astype(np.float32) for name, a in arrays.items()}
-
 
 CASES = [
     Case(name="grow-3-blocks", about="M=20, N=48, D=16; every key block raises the row maxima",
@@ -39,16 +33,7 @@ CASES = [
          inputs=all_low(8, 24, 48, 16)),
     Case(name="scores-30x", about="M=24, N=64, D=16, scores 30x larger than usual",
          inputs=qkv(9, 24, 64, 16, magnitude=30.0)),
-    Case(name="strided",
-         about="M=33, N=45, D=24 with q transposed in memory and k, v every other column",
-         inputs=qkv(10, 33, 45, 24), layout={"q": "transposed", "k": "sliced", "v": "sliced"},
-         twin="strided-plain"),
-    Case(name="strided-plain", about="the strided case's numbers, contiguous",
-         inputs=qkv(10, 33, 45, 24)),
-    Case(name="fp16-inputs", about="M=24, N=40, D=16, q/k/v in float16",
-         inputs=qkv(11, 24, 40, 16, dtype=np.float16), twin="fp16-as-fp32"),
-    Case(name="fp16-as-fp32", about="the float16 case's numbers, in float32",
-         inputs=_as_fp32(qkv(11, 24, 40, 16, dtype=np.float16))),
+    *attention_cases(10),
 ]  # fmt: skip
 
 HOSTILE = (ACC_NOT_RESCALED, RUNNING_MAX_NOT_FROM_NEG_INF, REFERENCE_NOT_RUNNING_MAX)
@@ -64,12 +49,7 @@ CHECKS = [
           about="Maxima that fall by 120, scores near -150, scores 30x larger than usual",
           cases=("falling-maxima", "all-scores-low", "scores-30x"), judge="output",
           traps=HOSTILE),
-    Check(id="strided-inputs", todo=None, points=0,
-          about="Note on given code: q transposed in memory, k and v every other column",
-          cases=("strided",), judge="twin"),
-    Check(id="half-precision-inputs", todo=None, points=0,
-          about="Note on given code: float16 q, k, v (the chapter uses float32)",
-          cases=("fp16-inputs",), judge="twin"),
+    *ATTENTION_NOTES,
 ]  # fmt: skip
 
 REFERENCE = {"rescale-acc": "acc = acc * alpha[:, None] + tl.dot(p, v)"}

@@ -7,22 +7,16 @@ above its own (a mask applied after the max and the exponential loses the row), 
 handled by given code: they are 0-point notes.
 """
 
-import numpy as np
-
 from grader.gallery import Expect, right, wrong
 from grader.inputs import all_low, future_high, growing, qkv
 from grader.model import Case, Check
+from grader.specs.hidden import ATTENTION_NOTES, attention_cases
 from grader.traps import (
     CAUSAL_BOTTOM_RIGHT,
     CAUSAL_MASK_AFTER_EXP,
     CAUSAL_MASK_MISSING,
     CAUSAL_MASK_OFF_BY_ONE,
 )
-
-
-def _as_fp32(arrays: dict) -> dict:
-    return {name: a.astype(np.float32) for name, a in arrays.items()}
-
 
 CASES = [
     Case(name="chapter-20x20", about="M=N=20, D=8: the chapter's causal example shape",
@@ -52,16 +46,7 @@ CASES = [
          inputs=future_high(117, 64, 64, 16), block_m=16, block_n=32, causal=True),
     Case(name="all-scores-low", about="M=N=40, D=16: every score of every other row is near -150",
          inputs=all_low(118, 40, 40, 16), causal=True),
-    Case(name="strided",
-         about="M=33, N=45, D=24 with q transposed in memory and k, v every other column",
-         inputs=qkv(107, 33, 45, 24), layout={"q": "transposed", "k": "sliced", "v": "sliced"},
-         twin="strided-plain", causal=True),
-    Case(name="strided-plain", about="the strided case's numbers, contiguous",
-         inputs=qkv(107, 33, 45, 24), causal=True),
-    Case(name="fp16-inputs", about="M=24, N=40, D=16, q/k/v in float16",
-         inputs=qkv(108, 24, 40, 16, dtype=np.float16), twin="fp16-as-fp32", causal=True),
-    Case(name="fp16-as-fp32", about="the float16 case's numbers, in float32",
-         inputs=_as_fp32(qkv(108, 24, 40, 16, dtype=np.float16)), causal=True),
+    *attention_cases(107, causal=True),
 ]  # fmt: skip
 
 MASK_TRAPS = (CAUSAL_MASK_MISSING, CAUSAL_MASK_OFF_BY_ONE)
@@ -81,12 +66,7 @@ CHECKS = [
           about="Future keys scoring up to 250 above a row inside its tile; scores near -150",
           cases=("future-keys-high", "future-keys-high-16x32", "all-scores-low"), judge="output",
           traps=(*MASK_TRAPS, CAUSAL_MASK_AFTER_EXP)),
-    Check(id="strided-inputs", todo=None, points=0,
-          about="Note on given code: q transposed in memory, k and v every other column",
-          cases=("strided",), judge="twin"),
-    Check(id="half-precision-inputs", todo=None, points=0,
-          about="Note on given code: float16 q, k, v (the chapter uses float32)",
-          cases=("fp16-inputs",), judge="twin"),
+    *ATTENTION_NOTES,
 ]  # fmt: skip
 
 HI = "hi = tl.minimum(N, (pid_m + 1) * BLOCK_M)"

@@ -9,17 +9,11 @@ loses the row), and scores near -150 (a finite mask value like -100 would beat t
 and half-precision inputs are handled by given code: they are 0-point notes.
 """
 
-import numpy as np
-
 from grader.gallery import right, wrong
 from grader.inputs import all_low, future_high, growing, qkv
 from grader.model import Case, Check
+from grader.specs.hidden import ATTENTION_NOTES, attention_cases
 from grader.traps import WINDOW_IGNORED, WINDOW_OFF_BY_ONE
-
-
-def _as_fp32(arrays: dict) -> dict:
-    return {name: a.astype(np.float32) for name, a in arrays.items()}
-
 
 CASES = [
     Case(name="square-48-w10", about="M=N=48, D=16, WINDOW=10: the worked example's shape",
@@ -65,18 +59,7 @@ CASES = [
     Case(name="all-scores-low",
          about="M=N=40, D=16, WINDOW=9: every score of every other row is near -150",
          inputs=all_low(174, 40, 40, 16), causal=True, window=9),
-    Case(name="strided",
-         about="M=33, N=45, D=24, WINDOW=11 with q transposed in memory and k, v every other "
-         "column", inputs=qkv(175, 33, 45, 24),
-         layout={"q": "transposed", "k": "sliced", "v": "sliced"}, twin="strided-plain",
-         causal=True, window=11),
-    Case(name="strided-plain", about="the strided case's numbers, contiguous",
-         inputs=qkv(175, 33, 45, 24), causal=True, window=11),
-    Case(name="fp16-inputs", about="M=24, N=40, D=16, WINDOW=7, q/k/v in float16",
-         inputs=qkv(176, 24, 40, 16, dtype=np.float16), twin="fp16-as-fp32", causal=True,
-         window=7),
-    Case(name="fp16-as-fp32", about="the float16 case's numbers, in float32",
-         inputs=_as_fp32(qkv(176, 24, 40, 16, dtype=np.float16)), causal=True, window=7),
+    *attention_cases(175, causal=True, windows=(11, 7)),
 ]  # fmt: skip
 
 WINDOW_TRAPS = (WINDOW_IGNORED, WINDOW_OFF_BY_ONE)
@@ -102,12 +85,7 @@ CHECKS = [
           about="Keys just older than a row's window scoring up to 250 above it; scores near "
           "-150", cases=("old-keys-high", "old-keys-high-16x32", "all-scores-low"),
           judge="output", traps=WINDOW_TRAPS),
-    Check(id="strided-inputs", todo=None, points=0,
-          about="Note on given code: q transposed in memory, k and v every other column",
-          cases=("strided",), judge="twin"),
-    Check(id="half-precision-inputs", todo=None, points=0,
-          about="Note on given code: float16 q, k, v (the chapter uses float32)",
-          cases=("fp16-inputs",), judge="twin"),
+    *ATTENTION_NOTES,
 ]  # fmt: skip
 
 LO = "lo = tl.maximum(pid_m * BLOCK_M - WINDOW + 1, 0) // BLOCK_N * BLOCK_N"
