@@ -77,7 +77,7 @@ def _producer(k_desc, v_desc, k_smem, v_smem, k_full, v_full, k_empty, v_empty, 
 
 
 @gluon.jit
-def _scores(q, k_smem, k_full, k_empty, i, s_layout: gl.constexpr, BLOCK_N: gl.constexpr,
+def _scores(q, k_smem, k_full, i, s_layout: gl.constexpr, BLOCK_N: gl.constexpr,
             STAGES: gl.constexpr):  # fmt: skip
     """Issue q @ k^T for tile i asynchronously; the caller waits for it."""
     mbarrier.wait(k_full.index(i % STAGES), (i // STAGES) & 1)
@@ -138,14 +138,14 @@ def _consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_full, k_full, v_full, k_
     acc = gl.zeros([64, HEAD_DIM], gl.float32, o_layout)
     n_tiles = gl.cdiv(n_hi, BLOCK_N)
 
-    scores = _scores(q, k_smem, k_full, k_empty, 0, s_layout, BLOCK_N, STAGES)
+    scores = _scores(q, k_smem, k_full, 0, s_layout, BLOCK_N, STAGES)
     scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))
     mbarrier.arrive(k_empty.index(0), count=1)
     p, alpha, l_i, m_i = _softmax(scores, m_i, l_i, 0, mask_from, offs_m, S, qk_scale, s_layout,
                                   BLOCK_N, CAUSAL)  # fmt: skip
     for j in range(1, n_tiles):
         prev = (j - 1) % STAGES
-        scores = _scores(q, k_smem, k_full, k_empty, j, s_layout, BLOCK_N, STAGES)
+        scores = _scores(q, k_smem, k_full, j, s_layout, BLOCK_N, STAGES)
         mbarrier.wait(v_full.index(prev), ((j - 1) // STAGES) & 1)
         acc = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout), v_smem.index(prev), acc,
                             is_async=True)  # fmt: skip
