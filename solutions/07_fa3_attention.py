@@ -18,10 +18,10 @@ tensor-core matmuls of the same warps. FlashAttention-3 gives each job its own w
 * ``gl.warp_specialize`` splits the registers: the producer needs few, the consumers get 240.
 
 The math is exercise 04's, with the same interface (``attention_fwd_kernel``'s parameters), the
-same host checks and the same launcher, so the grader checks it with 04's cases. Any S works:
-the tensor descriptors read zeros past the end and clip the stores, and the last key tile masks
-the columns past S. Not a student exercise: graded as correct or not, and timed by
-``nox -s bench``. It needs a Hopper GPU (sm_90); in the interpreter the file only says so.
+same host checks and the same launcher, so 04's checks would apply to it unchanged. Any S
+works: the tensor descriptors read zeros past the end and clip the stores, and the last key tile
+masks the columns past S. Not a student exercise and not graded: ``nox -s bench`` times it and
+records its largest error against fp32 SDPA. It needs a Hopper GPU (sm_90); in the interpreter the file only says so.
 """
 
 import sys
