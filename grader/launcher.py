@@ -27,6 +27,14 @@ def _write_json(path: Path, data: dict) -> None:
     tmp.replace(path)
 
 
+def _gluon_types() -> tuple[type, ...]:
+    try:
+        from triton.experimental.gluon._runtime import GluonJITFunction
+    except ImportError:  # a Triton without Gluon
+        return ()
+    return (GluonJITFunction,)
+
+
 class Watch:
     """Counts launches that reach Triton, and the tl.dot shapes the interpreter runs. Installed
     before the submission is imported; ``intact`` tells whether the submission replaced it."""
@@ -36,6 +44,7 @@ class Watch:
         from triton.runtime.jit import JITFunction
 
         self.launches = 0
+        self.interpreter = interpreter
         self.dot_k: set[int] = set()
         launchable = [JITFunction]
         if interpreter:
@@ -43,7 +52,10 @@ class Watch:
 
             launchable.append(interp.InterpretedFunction)
             self._wrap(interp.InterpreterBuilder, "create_dot", self._saw_dot)
-        self.kernel_types = (*launchable, Autotuner, Heuristics)
+        # Gluon kernels (Triton's lower-level dialect, e.g. the 07 showcase) launch through
+        # JITFunction.run, which is watched above; they only run compiled, on a GPU.
+        self.gluon_types = _gluon_types()
+        self.kernel_types = (*launchable, *self.gluon_types, Autotuner, Heuristics)
         self._wrapped = [self._wrap(cls, "run", self._saw_launch) for cls in launchable]
 
     def _wrap(self, cls, name, note):
@@ -82,6 +94,9 @@ def kernel_problem(module, exercise, watch: Watch) -> str | None:
                     "Triton code, so decorate it with @triton.jit")  # fmt: skip
         if {"run", "__getitem__"} & set(vars(layer)):
             return f"`{name}` replaces Triton's launch with its own: not a Triton kernel"
+        if type(layer) in watch.gluon_types and watch.interpreter:
+            return (f"`{name}` is a Gluon kernel: Gluon runs only compiled, and Triton's "
+                    "interpreter cannot run it; grade it on a GPU")  # fmt: skip
         layer = layer.fn
     if not watch.intact():
         return "the file replaced Triton's launch machinery: its kernels cannot be graded"
