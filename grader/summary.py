@@ -110,9 +110,18 @@ class Printer:
             if not perf["timed"]:
                 self._wrapped(f"{ex.id[:2]} timing skipped: {perf['reason']}", 4)
                 continue
+            # Each shape: the kernel's time, its speedup over torch and the range of speedups
+            # its timing rounds allow; then the points and the range the noise allows.
             for row in perf["shapes"]:
-                self._wrapped(f"{ex.id[:2]} {row['shape']:<36} {row['kernel_ms']:8.3f} ms  "
-                              f"x{row['speedup']:.2f} vs torch", 4)  # fmt: skip
+                spread = row.get("speedup_range")
+                self._wrapped(f"{ex.id[:2]} {row['shape']:<36} {row['kernel_ms']:7.3f} ms  "
+                              f"x{row['speedup']:.2f}"
+                              + (f" ({spread[0]:.2f}-{spread[1]:.2f})" if spread else ""), 4)  # fmt: skip
+            if perf.get("correct"):
+                low, high = perf.get("points_range", (perf["points"],) * 2)
+                noise = f"; {low}-{high} within the timing's spread" if low != high else ""
+                self._wrapped(f"{ex.id[:2]} {perf['points']}/{perf['max_points']} points at "
+                              f"x{perf['geomean_speedup']:.2f} vs torch (geomean){noise}", 4)  # fmt: skip
             if perf.get("reason"):
                 self._wrapped(f"{ex.id[:2]} {perf['reason']}", 4)
 

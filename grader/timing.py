@@ -76,6 +76,15 @@ def _time_shape(interface, shape: dict, kernel, torch) -> dict:
     return {"shape": label, "baseline": baseline, **_summary(*_rounds_ms(mine, ref))}
 
 
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _points(speedups: list[float]) -> int:
+    """POINTS at a geometric-mean speedup of 1 (as fast as torch), in proportion below it."""
+    return round(POINTS * min(1.0, _geomean(speedups)))
+
+
 def score(timing: dict | None, correct: bool) -> dict:
     """The performance entry of one exercise: speedups, fast_1 and points (correctness first)."""
     if not timing or not timing.get("timed"):
@@ -84,15 +93,22 @@ def score(timing: dict | None, correct: bool) -> dict:
         )
         return {"timed": False, "reason": reason, "points": 0, "max_points": POINTS}
     speedups = [r["speedup"] for r in timing["shapes"]]
-    geo = math.exp(sum(math.log(s) for s in speedups) / len(speedups))
     entry = dict(timing)
     entry.update(
         correct=correct,
-        geomean_speedup=round(geo, 3),
+        geomean_speedup=round(_geomean(speedups), 3),
         fast_1=sum(s >= 1.0 for s in speedups) / len(speedups) if correct else 0.0,
-        points=round(POINTS * min(1.0, geo)) if correct else 0,
+        points=_points(speedups) if correct else 0,
         max_points=POINTS,
     )
+    ranges = [r.get("speedup_range") for r in timing["shapes"]]
+    if correct and all(ranges):
+        # The points the slowest and the fastest pairing of rounds would give: when the two
+        # differ, the timing's noise is large enough to move the grade by that much.
+        entry["points_range"] = [
+            _points([lo for lo, _ in ranges]),
+            _points([hi for _, hi in ranges]),
+        ]
     if not correct:
         entry["reason"] = "no performance points until every correctness check passes"
     return entry
