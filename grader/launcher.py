@@ -13,6 +13,7 @@ or numpy only fools itself.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import pickle
@@ -155,28 +156,31 @@ def main(workdir: str) -> int:
         return 0
 
     kernel = getattr(module, exercise.kernel)
-    for i, case in enumerate(job["cases"]):
-        before = watch.launches
-        try:
-            outputs = interface.launch(torch, kernel, case, runtime.DEVICE)
-            if runtime.DEVICE == "cuda":
-                torch.cuda.synchronize()
-            if watch.launches == before:
-                raise errors.NotLaunched(f"`{exercise.kernel}` never reached a Triton launch")
-            arrays = _arrays(torch, interfaces, outputs)
-        except BaseException as exc:
-            message = errors.explain(exc, file)
-            fatal = runtime.DEVICE == "cuda" and "CUDA" in f"{type(exc).__name__} {exc}"
-            _write_json(out / f"{i}.error.json", {
-                "message": f"case {case.name} ({case.about}): {message}", "fatal": fatal,
-                "trace": traceback.format_exc()[-4000:],
-            })  # fmt: skip
-            if fatal:  # the CUDA context is poisoned; every later launch would fail the same way
-                break
-            continue
-        with open(out / f"{i}.tmp.npz", "wb") as fh:
-            save(fh, **arrays)
-        (out / f"{i}.tmp.npz").replace(out / f"{i}.npz")
+    # Correctness launches share the GPU with other exercises' launches, never with a timing.
+    with timing.gpu_shared() if runtime.DEVICE == "cuda" else contextlib.nullcontext():
+        for i, case in enumerate(job["cases"]):
+            before = watch.launches
+            try:
+                outputs = interface.launch(torch, kernel, case, runtime.DEVICE)
+                if runtime.DEVICE == "cuda":
+                    torch.cuda.synchronize()
+                if watch.launches == before:
+                    raise errors.NotLaunched(f"`{exercise.kernel}` never reached a Triton launch")
+                arrays = _arrays(torch, interfaces, outputs)
+            except BaseException as exc:
+                message = errors.explain(exc, file)
+                fatal = runtime.DEVICE == "cuda" and "CUDA" in f"{type(exc).__name__} {exc}"
+                _write_json(out / f"{i}.error.json", {
+                    "message": f"case {case.name} ({case.about}): {message}", "fatal": fatal,
+                    "trace": traceback.format_exc()[-4000:],
+                })  # fmt: skip
+                # A CUDA error poisons the context: every later launch would fail the same way.
+                if fatal:
+                    break
+                continue
+            with open(out / f"{i}.tmp.npz", "wb") as fh:
+                save(fh, **arrays)
+            (out / f"{i}.tmp.npz").replace(out / f"{i}.npz")
     small = sorted(k for k in watch.dot_k if k < runtime.MIN_DOT_BLOCK)
     if small:
         status["warnings"].append(

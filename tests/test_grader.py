@@ -690,3 +690,36 @@ def test_a_gluon_kernel_is_refused_by_the_interpreter_with_its_reason(tmp_path):
     (ex,) = [e for e in run.report["exercises"] if e["id"] == find("04").stem]
     assert ex["score"] == 0 and "is a Gluon kernel" in ex["error"]
     assert "grade it on a GPU" in ex["error"]
+
+
+def _hold(kind: str, name: str, seconds: float, log) -> None:
+    from grader import timing
+
+    with timing.gpu_to_ourselves() if kind == "timing" else timing.gpu_shared():
+        log.put((time.monotonic(), name, "in"))
+        time.sleep(seconds)
+        log.put((time.monotonic(), name, "out"))
+
+
+def test_a_timing_has_the_gpu_to_itself(tmp_path, monkeypatch):
+    """Correctness launches run together; a timing waits for those under way, and a launch that
+    comes while the timing waits (or runs) waits for it: no launch overlaps a timing."""
+    import multiprocessing
+
+    monkeypatch.setenv("KATA_TIMING_LOCK", str(tmp_path / "gpu.lock"))
+    ctx = multiprocessing.get_context("fork")
+    log = ctx.Queue()
+    plan = [("launch", "a", 1.0, 0.0), ("launch", "b", 1.0, 0.1), ("timing", "t", 0.5, 0.3),
+            ("launch", "c", 0.2, 0.5)]  # fmt: skip
+    procs = []
+    for kind, name, seconds, delay in plan:
+        time.sleep(delay - (plan[len(procs) - 1][3] if procs else 0.0))
+        procs.append(ctx.Process(target=_hold, args=(kind, name, seconds, log)))
+        procs[-1].start()
+    for p in procs:
+        p.join(timeout=30)
+    events = sorted(log.get(timeout=5) for _ in range(2 * len(plan)))
+    at = {(name, what): t for t, name, what in events}
+    assert at[("b", "in")] < at[("a", "out")]  # launches share the GPU
+    assert at[("t", "in")] >= max(at[("a", "out")], at[("b", "out")])  # the timing waited
+    assert at[("c", "in")] >= at[("t", "out")]  # a later launch waited for the timing
