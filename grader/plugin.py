@@ -26,6 +26,8 @@ def pytest_addoption(parser):
     group.addoption("--kata-workdir", required=True, help="scratch folder for this exercise")
     group.addoption("--kata-timeout", type=float, default=120.0, help="seconds for the launcher")
     group.addoption("--kata-checkset", choices=specs.CHECKSETS, help="hidden or public checks")
+    group.addoption("--kata-no-timing", action="store_true",
+                    help="skip the performance track's timing (verdicts only)")  # fmt: skip
 
 
 def _spec(config) -> specs.Spec:
@@ -46,6 +48,7 @@ class Submission:
         self.file = Path(config.getoption("--kata-file"))
         self.work = Path(config.getoption("--kata-workdir"))
         self.timeout = config.getoption("--kata-timeout")
+        self.timed = not config.getoption("--kata-no-timing")
         self._order = list(self.spec.cases)
         self._ran = False
         self.info: dict = {"output": "", "status": None}
@@ -103,7 +106,7 @@ class Submission:
         if self._probe is not None:
             cases.append(self._probe)  # last: its launch can delay no judged case
         job = {"stem": self.spec.exercise.stem, "file": str(self.file.resolve()), "cases": cases,
-               "timing": list(self.spec.timing)}  # fmt: skip
+               "timing": list(self.spec.timing) if self.timed else []}  # fmt: skip
         (self.work / "job.pkl").write_bytes(pickle.dumps(job))
         scratch = self.work / "cwd"
         scratch.mkdir(exist_ok=True)

@@ -44,7 +44,8 @@ def default_timeout(backend: str, ex: Exercise | None = None) -> float:
     return 90.0 if backend == "cuda" else 180.0
 
 
-def _pytest_command(ex: Exercise, file: Path, work: Path, timeout: float, checkset: str):
+def _pytest_command(ex: Exercise, file: Path, work: Path, timeout: float, checkset: str,
+                    timed: bool = True):  # fmt: skip
     return process.python(
         "-m", "pytest", str(CHECKS / "test_checks.py"),
         "-c", str(CHECKS / "pytest.ini"), "--rootdir", str(CHECKS), "--noconftest",
@@ -53,7 +54,7 @@ def _pytest_command(ex: Exercise, file: Path, work: Path, timeout: float, checks
         "--json-report-omit", "log", "streams",
         "--kata-exercise", ex.stem, "--kata-file", str(file), "--kata-checkset", checkset,
         "--kata-workdir", str(work), "--kata-timeout", str(timeout),
-        "-q", "--no-header", "-p", "no:warnings",
+        "-q", "--no-header", "-p", "no:warnings", *(() if timed else ("--kata-no-timing",)),
     )  # fmt: skip
 
 
@@ -108,7 +109,7 @@ def _zero(spec: specs.Spec, file: Path, message: str, **extra) -> ExerciseResult
 
 
 def _run_checks(spec: specs.Spec, file: Path, backend: str, report_dir: Path,
-                timeout: float) -> tuple[dict | None, str]:  # fmt: skip
+                timeout: float, timed: bool = True) -> tuple[dict | None, str]:  # fmt: skip
     """Run the exercise's pytest process; (its report, or None, and its last output)."""
     with tempfile.TemporaryDirectory(prefix=f"kata-{spec.exercise.number}-") as tmp:
         work = Path(tmp)
@@ -117,7 +118,7 @@ def _run_checks(spec: specs.Spec, file: Path, backend: str, report_dir: Path,
             # The tolerances assume IEEE fp32 dots; an inherited TF32 setting must not apply.
             TRITON_F32_DEFAULT="ieee",
         )  # fmt: skip
-        cmd = _pytest_command(spec.exercise, file, work, timeout, spec.checkset)
+        cmd = _pytest_command(spec.exercise, file, work, timeout, spec.checkset, timed)
         done = process.run(cmd, cwd=ROOT, env=env, timeout=timeout + 120)
         raw_path = work / "pytest.json"
         if not raw_path.exists():
@@ -130,7 +131,9 @@ def _run_checks(spec: specs.Spec, file: Path, backend: str, report_dir: Path,
 
 def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path,
                    timeout: float | None = None, checkset: str | None = None,
-                   strict: bool = False) -> ExerciseResult:  # fmt: skip
+                   strict: bool = False, timed: bool = True) -> ExerciseResult:  # fmt: skip
+    """Grade one exercise's file in ``target``. ``timed=False`` skips the performance track's
+    timing, for callers that need the verdicts only (``grader.validate``)."""
     spec = specs.load(ex.stem, checkset)
     file = target / ex.filename
     start = time.monotonic()
@@ -143,7 +146,7 @@ def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path,
     integrity = {"ok": found.ok, "lines": found.lines, "diff": found.diff, "strict_zeroed": False}
     warnings = interpreter_only(text) if backend == "interpreter" else []
     raw, tail = _run_checks(
-        spec, file, backend, report_dir, timeout or default_timeout(backend, ex)
+        spec, file, backend, report_dir, timeout or default_timeout(backend, ex), timed
     )
     if raw is None:
         return _zero(spec, file, f"the grader's checks did not run: {tail}", integrity=integrity)
@@ -161,7 +164,12 @@ def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path,
             c.points = 0
         result.score = 0
     if ex.track == "performance":
-        result.performance = timing.score(launch.get("timing"), result.score == result.max_score)
+        found = (
+            launch.get("timing")
+            if timed
+            else {"timed": False, "reason": "not timed: verdicts only"}
+        )
+        result.performance = timing.score(found, result.score == result.max_score)
     return result
 
 

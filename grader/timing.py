@@ -26,7 +26,7 @@ def _rounds_ms(mine, ref, rounds: int = ROUNDS) -> tuple[list[float], list[float
     """Per-round median milliseconds of the kernel and of torch, timed in turn."""
     from triton.testing import do_bench
 
-    mine(), ref()  # compile, autotune and warm up outside the timing
+    mine(), ref()  # warm the caches again: the first call of each was made before the lock
     kernel, baseline = [], []
     for _ in range(rounds):
         kernel.append(float(do_bench(mine, warmup=10, rep=40, return_mode="median")))
@@ -68,10 +68,9 @@ def _flock(path: Path, mode: int):
 
 
 # Exercises are graded at once, one process each, on the one GPU. Their correctness launches may
-# share it (a shared lock), but a timing must have it to itself (the exclusive lock): 04 timed
-# while 05's checks ran measured 8% slower and twice as noisy as 04 timed alone. A timing first
-# takes the turnstile, which new correctness launches pass through, so that a stream of them
-# cannot keep a waiting timing out forever.
+# share it (a shared lock), but timed rounds must have it to themselves (the exclusive lock). A
+# timing first takes the turnstile, which new correctness launches pass through, so that a
+# stream of them cannot keep a waiting timing out forever.
 
 
 @contextlib.contextmanager
@@ -93,15 +92,18 @@ def gpu_to_ourselves():
 
 
 def measure(interface, shapes, kernel, torch) -> dict:
+    """One timing row per shape: the kernel and the interface's torch baseline on the same
+    inputs. Compiling and autotuning (seconds of CPU) happen beside other exercises' launches;
+    only the timed rounds hold the GPU alone."""
+    calls = [interface.timed(torch, kernel, shape) for shape in shapes]
+    with gpu_shared():
+        for mine, ref, _, _ in calls:
+            mine(), ref()
+        torch.cuda.synchronize()
     with gpu_to_ourselves():
-        return {"timed": True, "device": torch.cuda.get_device_name(),
-                "shapes": [_time_shape(interface, shape, kernel, torch) for shape in shapes]}  # fmt: skip
-
-
-def _time_shape(interface, shape: dict, kernel, torch) -> dict:
-    """One timing row: the kernel and the interface's torch baseline on the same inputs."""
-    mine, ref, label, baseline = interface.timed(torch, kernel, shape)
-    return {"shape": label, "baseline": baseline, **_summary(*_rounds_ms(mine, ref))}
+        rows = [{"shape": label, "baseline": baseline, **_summary(*_rounds_ms(mine, ref))}
+                for mine, ref, label, baseline in calls]  # fmt: skip
+    return {"timed": True, "device": torch.cuda.get_device_name(), "shapes": rows}
 
 
 def _geomean(values: list[float]) -> float:

@@ -174,8 +174,9 @@ def grade_row(row: Row, scratch: Path, backend: str, timeout: float | None) -> R
         target.mkdir(parents=True)
         (target / row.exercise.filename).write_text(row.source)
     try:
+        # Verdicts are what validation judges: the performance track is not timed here.
         row.result = runner.grade_exercise(row.exercise, target, backend, here / "reports",
-                                           timeout=timeout, checkset=row.checkset)  # fmt: skip
+                                           timeout=timeout, checkset=row.checkset, timed=False)  # fmt: skip
     except Exception as exc:  # the grader itself broke: a miss, with the reason
         row.problems.append(f"the grader raised {type(exc).__name__}: {exc}")
         return row
