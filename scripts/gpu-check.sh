@@ -28,7 +28,7 @@ gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
   python3 -c "import json; print(json.dumps(json.load(open('/tmp/score-perf.json'))['performance'], indent=1))" | head -60
   python3 -m grader --track performance --report /tmp/perf-ex.json 2>&1 | tail -8
   log "the 07 showcase (Gluon) graded right or wrong by exercise 04's checks"
-  mkdir -p /tmp/fa3 && cp solutions/07_fa3_attention.py /tmp/fa3/04_fast_attention.py
+  mkdir -p /tmp/fa3 && cp solutions/07_fa3_attention.py "/tmp/fa3/$(python3 -c 'from kata.catalogue import find; print(find("04").filename)')"
   python3 -m grader 04 --target /tmp/fa3 --report /tmp/fa3.json 2>&1 | tail -12
   log "extensions track: solutions, then untouched skeletons"
   python3 -m grader --track extensions --target solutions --report /tmp/ext.json 2>&1 | tail -6
