@@ -728,3 +728,17 @@ def test_a_timing_has_the_gpu_to_itself(tmp_path, monkeypatch):
     assert at[("b", "in")] < at[("a", "out")]  # launches share the GPU
     assert at[("t", "in")] >= max(at[("a", "out")], at[("b", "out")])  # the timing waited
     assert at[("c", "in")] >= at[("t", "out")]  # a later launch waited for the timing
+
+
+def test_a_lock_that_cannot_be_opened_does_not_stop_grading(tmp_path, monkeypatch):
+    from grader import timing
+
+    unopenable = tmp_path / "a-folder"
+    unopenable.mkdir()
+    monkeypatch.setenv("KATA_TIMING_LOCK", str(unopenable))
+    with timing.gpu_shared(), timing.gpu_to_ourselves():  # would deadlock if both held the lock
+        pass
+    monkeypatch.setenv("KATA_TIMING_LOCK", str(tmp_path / "gpu.lock"))
+    with timing.gpu_shared():
+        pass
+    assert (tmp_path / "gpu.lock").stat().st_mode & 0o777 == 0o666
