@@ -118,7 +118,9 @@ class Submission:
     def _read_back(self) -> None:
         """What the launcher wrote: its status, warnings, timing; and why it stopped early."""
         out = self.work / "out"
-        if (out / "timing.json").exists():
+        if not self.timed:
+            self.info["timing"] = {"timed": False, "reason": "not timed: verdicts only"}
+        elif (out / "timing.json").exists():
             self.info["timing"] = json.loads((out / "timing.json").read_text())
         status = (
             json.loads((out / "status.json").read_text())

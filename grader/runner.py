@@ -164,12 +164,7 @@ def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path,
             c.points = 0
         result.score = 0
     if ex.track == "performance":
-        found = (
-            launch.get("timing")
-            if timed
-            else {"timed": False, "reason": "not timed: verdicts only"}
-        )
-        result.performance = timing.score(found, result.score == result.max_score)
+        result.performance = timing.score(launch.get("timing"), result.score == result.max_score)
     return result
 
 

@@ -669,15 +669,20 @@ def test_gradescope_and_summary_say_an_exercise_was_edited_outside_its_regions(t
 HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 
 
+def _showcase_as_04(tmp_path: Path) -> Path:
+    """A submission folder holding 07 under exercise 04's file name."""
+    target = tmp_path / "fa3"
+    target.mkdir()
+    shutil.copy(SOLUTIONS / "07_fa3_attention.py", target / find("04").filename)
+    return target
+
+
 @slow
 @pytest.mark.skipif(not HOPPER, reason="07 is Gluon for Hopper (sm_90): it needs that GPU")
 def test_fa3_showcase_passes_every_check_of_exercise_04(tmp_path):
     """07 has 04's kernel name, parameters and launcher, so 04's checks (hidden cases included:
     ragged S, strides, both dtypes, causal or not) grade it unchanged: right or wrong."""
-    target = tmp_path / "fa3"
-    target.mkdir()
-    shutil.copy(SOLUTIONS / "07_fa3_attention.py", target / find("04").filename)
-    run = grade(target, "04")
+    run = grade(_showcase_as_04(tmp_path), "04")
     assert run.report is not None, run.console
     (ex,) = [e for e in run.report["exercises"] if e["id"] == find("04").stem]
     wrong = {c["id"]: c["message"] for c in ex["checks"] if c["status"] != "passed"}
@@ -688,10 +693,7 @@ def test_fa3_showcase_passes_every_check_of_exercise_04(tmp_path):
 @slow
 @pytest.mark.skipif(not runtime.INTERPRETER, reason="the interpreter's refusal")
 def test_a_gluon_kernel_is_refused_by_the_interpreter_with_its_reason(tmp_path):
-    target = tmp_path / "fa3"
-    target.mkdir()
-    shutil.copy(SOLUTIONS / "07_fa3_attention.py", target / find("04").filename)
-    run = grade(target, "04")
+    run = grade(_showcase_as_04(tmp_path), "04")
     (ex,) = [e for e in run.report["exercises"] if e["id"] == find("04").stem]
     assert ex["score"] == 0 and "is a Gluon kernel" in ex["error"]
     assert "grade it on a GPU" in ex["error"]
