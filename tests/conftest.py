@@ -2,6 +2,10 @@
 and random inputs that are the same numbers on every backend."""
 
 import functools
+import json
+import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -18,8 +22,47 @@ SKELETONS = Path(tempfile.mkdtemp(prefix="kata-skeletons-"))
 
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "slow: runs Python in a subprocess (a few seconds each)")
+    config.addinivalue_line(
+        "markers",
+        "e2e: a class, a bundle or a browser end to end (`nox -s e2e`, not `nox -s tests`)",
+    )
     for ex in catalogue.ALL_EXERCISES:
         (SKELETONS / ex.filename).write_text(skeletons.pristine(ex.stem).text)
+
+
+# Runs kernel files as scripts, one after another in one Python: torch and triton are imported
+# once, not once per file. Each file sees itself as __main__ with its own path in sys.argv[0].
+_EXAMPLES = """
+import contextlib, io, json, runpy, sys
+from kata import runtime  # first: it sets the environment triton reads
+done = {}
+for path in sys.argv[1:]:
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(path, run_name="__main__")
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    done[path] = [code, out.getvalue()]
+print(json.dumps(done))
+"""
+
+
+def run_examples(paths: list[Path], **env: str) -> dict[Path, tuple[int, str]]:
+    """``{path: (exit status, what it printed)}`` for each kernel file run as a script, in one
+    child Python with ``env`` added to its environment."""
+    root = str(catalogue.ROOT)
+    child = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+             "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+             **env}  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", _EXAMPLES, *map(str, paths)], cwd=root,
+                          env=child, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    if proc.returncode:
+        raise RuntimeError(f"the worked examples did not run: {proc.stderr[-2000:]}")
+    done = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {Path(path): (code, out) for path, (code, out) in done.items()}
 
 
 @functools.cache

@@ -6,15 +6,12 @@ exercises/, which a student edits: these tests pass in a checkout where the exer
 """
 
 import json
-import os
 import re
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 import torch
+from conftest import run_examples
 
 from grader import static
 from grader.model import Case
@@ -222,27 +219,14 @@ VERDICT = re.compile(
 )
 
 
-def _run_script(path) -> tuple[int, str]:
-    # One thread per child: several interpreters share few cores, and their shapes are tiny.
-    path_env = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-           "PYTHONPATH": path_env}  # fmt: skip
-    proc = subprocess.run(
-        [sys.executable, str(path)], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
-    )  # fmt: skip
-    return proc.returncode, proc.stdout
-
-
 @pytest.fixture(scope="module")
 def scripts(skeleton_dir):
-    """Every solution and untouched skeleton run as a script, a few at a time:
+    """Every solution and untouched skeleton run as a script:
     ``{"solutions/<file>" or "skeleton/<file>": (rc, out)}``."""
     folders = {"solutions": SOLUTIONS, "skeleton": skeleton_dir}
     paths = [(tag, folder / ex.filename) for tag, folder in folders.items() for ex in EXERCISE_LIST]
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        runs = pool.map(_run_script, [path for _, path in paths])
-        return {f"{tag}/{path.name}": run for (tag, path), run in zip(paths, runs)}
+    runs = run_examples([path for _, path in paths])
+    return {f"{tag}/{path.name}": runs[path] for tag, path in paths}
 
 
 def solution_script(scripts, number: str):
