@@ -194,6 +194,7 @@ def test_score_page_in_chromium(graded, tmp_path):
 
 
 @slow
+@pytest.mark.e2e
 def test_class_of_four_in_chromium(tmp_path):
     """ada solved everything, bob nothing, cy all but 02, dee uploaded a zipped folder
     (dee/upload/exercises/) with 01 untouched: dee is graded, not a silent 0."""

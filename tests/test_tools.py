@@ -18,6 +18,7 @@ from kata.bundles import autograder, handout, instructors_only
 
 ROOT = catalogue.ROOT
 slow = pytest.mark.slow
+e2e = pytest.mark.e2e
 STEMS = [ex.stem for ex in catalogue.EXERCISE_LIST]
 
 
@@ -96,6 +97,7 @@ def test_watch_grades_once_and_stops(tmp_path):
 
 
 @slow
+@e2e
 def test_batch_grades_a_class_and_resumes(tmp_path):
     subs, out = tmp_path / "subs", tmp_path / "out"
     for student, source in (("ada", "solutions"), ("bob", "exercises"), ("cy", "mixed")):
@@ -162,6 +164,7 @@ def test_no_hidden_case_reaches_the_handout(tmp_path):
 
 
 @slow
+@e2e
 def test_handout_works_on_its_own(tmp_path):
     zipfile.ZipFile(handout(tmp_path / "h.zip")).extractall(tmp_path)
     top = tmp_path / "triton-kata"
@@ -184,6 +187,7 @@ def test_handout_works_on_its_own(tmp_path):
 
 
 @slow
+@e2e
 def test_autograder_grades_a_submission(tmp_path):
     root = tmp_path / "autograder"
     bundle = zipfile.ZipFile(autograder(tmp_path / "a.zip"))
