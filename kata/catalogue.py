@@ -8,6 +8,7 @@ an exercise live in ``grader/specs/<stem>/``.
 from __future__ import annotations
 
 import importlib.util
+import linecache
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +132,19 @@ def find_or_report(name: str) -> Exercise | None:
     except KeyError as exc:
         print(exc.args[0], file=sys.stderr)
         return None
+
+
+def load_text(text: str, path: Path | str, name: str) -> ModuleType:
+    """Import kernel-file source ``text`` as module ``name``, as if it were read from ``path``
+    (tracebacks and Triton, which reads a kernel's source back, see ``text``, never the file on
+    disk, which may have changed since ``text`` was read)."""
+    path = str(Path(path).resolve())
+    linecache.cache[path] = (len(text), None, text.splitlines(keepends=True), path)
+    module = ModuleType(name)
+    module.__file__ = path
+    sys.modules[name] = module  # @triton.jit looks its function's module up while compiling
+    exec(compile(text, path, "exec", dont_inherit=True), module.__dict__)
+    return module
 
 
 def load_file(path: Path | str) -> ModuleType:
