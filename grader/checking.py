@@ -152,8 +152,10 @@ def _judge(check: Check, spec, submission) -> None:
     prove_traps_visible(check, judge, cases)
     blocked, failed = None, None
     figures = []
-    for case in cases:
-        got = submission.output(case.name)
+    # Lazily: a case that crashed ends the check only once the cases before it were judged.
+    runs = ((case, label, got) for case in cases for label, got in submission.outputs(case.name))
+    for case, label, got in runs:
+        about = case.about + (f" (tiles: {label})" if label else "")
         try:
             if isinstance(judge, judges.TwinJudge):
                 evidence = judge.evidence(case, got, submission.output(case.twin))
@@ -163,7 +165,7 @@ def _judge(check: Check, spec, submission) -> None:
             if blocked is None:
                 trap = diagnose(check, judge, case, got)
                 seen = f" Meanwhile, the output matches the trap {trap.id}." if trap else ""
-                blocked = CheckBlocked(f"{case.about}: {exc}.{seen}", trap and trap.id)
+                blocked = CheckBlocked(f"{about}: {exc}.{seen}", trap and trap.id)
                 _figures(submission, check, _failure_figures, check, submission, judge, case, got)
             continue
         if evidence is None:
@@ -174,8 +176,8 @@ def _judge(check: Check, spec, submission) -> None:
         if trap or failed is None:
             _figures(submission, check, _failure_figures, check, submission, judge, case, got)
         if trap:
-            raise CheckFailed(f"{case.about}: {trap.message}", trap.id)
-        failed = failed or CheckFailed(f"{case.about}: {evidence}")
+            raise CheckFailed(f"{about}: {trap.message}", trap.id)
+        failed = failed or CheckFailed(f"{about}: {evidence}")
         if _says_something(got):
             raise failed
         # An output with no finite value tells no trap apart (on the H200, 04's first causal

@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # BackendError, or torch missing
         return fail(f"cannot choose a backend: {exc}")
 
-    from grader import runner, specs
+    from grader import process, runner, specs
     from grader.report import Report
     from grader.summary import Printer
 
@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             specs.load(ex.stem, checkset)
     except specs.SpecError as exc:
         return fail(str(exc))
+    process.contain()  # whatever a submission starts comes back here, to be killed
     printer = Printer(quiet=args.quiet, advice=not args.no_advice)
     printer.start(target, runtime.describe(), chosen)
     start = time.monotonic()
@@ -102,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                            jobs=args.jobs, timeout=args.timeout, on_done=printer.exercise_done,
                            on_start=printer.exercise_started, checkset=checkset,
                            strict=args.strict)  # fmt: skip
+    process.reap(spare=False)  # nothing a submission started may outlive its report
     report = Report(
         target=str(target), device=runtime.describe(), versions=runtime.versions(),
         exercises=results, duration_s=round(time.monotonic() - start, 2),

@@ -33,6 +33,12 @@ class Case:
     window: int | None = None  # sliding-window attention
     twin: str | None = None  # a case with the same numbers in a plain layout (for notes)
     hidden: bool = True
+    # Autotuned kernels (the performance track): the tile configuration the launcher pins,
+    # past the kernel's autotuner ({"BLOCK_M": 64, ..., "num_warps": 4, "num_stages": 2}), or
+    # ``each_config``: run once under every configuration the file's own autotuner could pick
+    # on a GPU.
+    config: dict | None = None
+    each_config: bool = False
 
     def __str__(self) -> str:
         return self.name

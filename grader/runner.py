@@ -1,39 +1,42 @@
-"""Grade a target folder: one time-limited pytest process per exercise, its verdicts and launch
-record read back from pytest-json-report's file and turned into ``ExerciseResult``s.
+"""Grade a target folder, exercise by exercise, in two processes:
 
-The protocol, in one place:
+1. **Here**, the grading process: read each submission file once (its *snapshot*: everything
+   below uses this text, never the file again); compare it with the frozen skeleton
+   (integrity) and scan it (``grader.screen``). No student code runs here.
+2. **The launcher** (``python -m grader.launcher``), the only process that runs student code:
+   it gets the snapshot and the cases on its stdin, compiles the kernels for the GPU when they
+   will run in the interpreter, launches them, and sends every output back on a pipe. When it
+   ends, its process group is killed, and so is anything that escaped the group
+   (``grader.process``: this process is their subreaper).
+3. **Here** again: pytest judges the outputs, in this process (``grader.plugin``: one test per
+   check); pytest-json-report gives back each check's verdict.
 
-1. Here (the parent): read the submission's text; compare it with the frozen skeleton
-   (integrity) and scan its kernels for what only the interpreter accepts (warnings). No
-   student code runs here.
-2. ``python -m pytest grader/checks/test_checks.py -p grader.plugin`` (``grader.process`` sets
-   its environment and kills it at the time limit): one test per check of the exercise's spec.
-3. The plugin starts ``python -m grader.launcher`` once, the only process that imports the
-   submission; it writes each case's outputs (or error) to the scratch folder.
-4. Each check judges those outputs; the plugin writes every verdict, and the launch record under
-   the key ``kata``, into ``pytest.json``, the one file this module reads back.
-
-Only this process writes the score report.
+Exercises are launched concurrently; pytest judges one at a time.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import os
-import shutil
+import pickle
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import process, specs, timing
+from grader import details, launcher, process, specs, timing
+from grader.model import Case, Output
 from grader.report import CheckResult, ExerciseResult
 from kata import skeletons
 from kata.catalogue import Exercise
 
 ROOT = process.ROOT
 CHECKS = ROOT / "grader" / "checks"
+_judging = threading.Lock()  # pytest runs one session at a time in a process
+EXITED_AT_IMPORT = ("exited with code 0 while importing the file (os._exit(0) or another hard "
+                    "exit), so no kernel was run")  # fmt: skip
 
 
 def default_timeout(backend: str, ex: Exercise | None = None) -> float:
@@ -44,23 +47,11 @@ def default_timeout(backend: str, ex: Exercise | None = None) -> float:
     return 90.0 if backend == "cuda" else 180.0
 
 
-def _pytest_command(ex: Exercise, file: Path, work: Path, timeout: float, checkset: str,
-                    timed: bool = True):  # fmt: skip
-    return process.python(
-        "-m", "pytest", str(CHECKS / "test_checks.py"),
-        "-c", str(CHECKS / "pytest.ini"), "--rootdir", str(CHECKS), "--noconftest",
-        "-p", "grader.plugin", "-p", "pytest_jsonreport.plugin",
-        "--json-report", f"--json-report-file={work / 'pytest.json'}",
-        "--json-report-omit", "log", "streams",
-        "--kata-exercise", ex.stem, "--kata-file", str(file), "--kata-checkset", checkset,
-        "--kata-workdir", str(work), "--kata-timeout", str(timeout),
-        "-q", "--no-header", "-p", "no:warnings", *(() if timed else ("--kata-no-timing",)),
-    )  # fmt: skip
-
-
 def interpreter_only(text: str) -> list[str]:
     """Warnings for what the interpreter runs and the compiler rejects: `continue` and `break`
     inside a Triton kernel (UnsupportedLanguageConstruct on Triton 3.6)."""
+    import ast
+
     try:
         tree = ast.parse(text)
     except SyntaxError:
@@ -82,9 +73,141 @@ def interpreter_only(text: str) -> list[str]:
     return found
 
 
-def _results(spec: specs.Spec, raw: dict) -> list[CheckResult]:
+# ---- 2. the launch ----------------------------------------------------------------------------
+
+
+@dataclass
+class Launch:
+    """What the launcher sent back for one exercise."""
+
+    outputs: dict[str, list[tuple[str | None, Output]]] = field(default_factory=dict)
+    errors: dict[str, list[str]] = field(default_factory=dict)  # case -> messages
+    status: dict | None = None
+    compiled: dict | None = None
+    timing: dict | None = None
+    error: str | None = None  # why no case can be judged
+    stopped: str | None = None  # why the launcher ended early, cases left unrun
+    output: str = ""  # what the submission printed, cut to its head and tail
+    seconds: float = 0.0
+    probe: Case | None = None
+
+
+def _job(spec: specs.Spec, text: str, file: Path, cases: list[Case], **extra) -> dict:
+    ex = spec.exercise
+    return {"stem": ex.stem, "kernel": ex.kernel, "interface": ex.interface, "file": str(file),
+            "text": text, "cases": cases, **extra}  # fmt: skip
+
+
+def _child(job: dict, device: str, timeout: float, *flags: str):
+    """Run one launcher on ``job``: (the records it sent, how it ended)."""
+    read_end, write_end = os.pipe()
+    records: list = []
+    reader = threading.Thread(target=lambda: records.extend(_read(read_end)), daemon=True)
+    reader.start()
+    env = process.child_env(
+        KATA_DEVICE=device,
+        # The tolerances assume IEEE fp32 dots; an inherited TF32 setting must not apply.
+        TRITON_F32_DEFAULT="ieee",
+    )  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="kata-run-") as scratch:  # its working folder
+        done = process.run(
+            process.python("-m", "grader.launcher", str(write_end), *flags), cwd=Path(scratch),
+            env=env, timeout=timeout, stdin=pickle.dumps(job), pass_fds=(write_end,),
+            on_start=lambda _: os.close(write_end), warm=device != "cuda",
+        )  # fmt: skip
+    reader.join()
+    return records, done
+
+
+def launch(spec: specs.Spec, text: str, file: Path, backend: str, timeout: float,
+           timed: bool = True) -> Launch:  # fmt: skip
+    """Run the launcher on every case of ``spec`` (and the picture's probe), and collect what it
+    sends back. Kernels that will run in the interpreter are first compiled for the GPU."""
+    cases = list(spec.cases.values())
+    probe = details.probe_case(spec.exercise.causal) if spec.interface.name == "attention" else None
+    if probe is not None:
+        cases.append(probe)  # last: its launch can delay no judged case
+    result = Launch(probe=probe)
+    configs = None
+    refused: list = []
+    if backend == "interpreter":
+        records, done = _child(_job(spec, text, file, cases), "compiler", timeout, "--compile")
+        result.compiled = next((f for f, _ in records if f.get("kind") == "compiled"), None)
+        result.seconds = done.seconds
+        compiled = result.compiled or {}
+        if result.compiled is None or compiled.get("error"):
+            stopped = done.stopped(timeout) or EXITED_AT_IMPORT
+            result.error = compiled.get("error") or f"the submission's process {stopped}"
+            result.output = done.output
+            return result
+        configs, refused = compiled["configs"], compiled["failed"]
+    job = _job(spec, text, file, cases, configs=configs, refused=refused,
+               timing=list(spec.timing) if timed else [])  # fmt: skip
+    limit = max(timeout - result.seconds, 10.0)  # the compiler's time comes out of the limit
+    records, done = _child(job, backend, limit)
+    result.output, result.seconds = done.output, round(result.seconds + done.seconds, 2)
+    for fields, arrays in records:
+        kind = fields.pop("kind")
+        if kind == "case":
+            result.outputs.setdefault(fields["name"], []).append((fields["config"], arrays))
+        elif kind == "case-error":
+            shown = f" with {fields['config']}" if fields.get("config") else ""
+            case = spec.cases.get(fields["name"]) or probe
+            result.errors.setdefault(fields["name"], []).append(
+                f"case {fields['name']} ({case.about}){shown}: {fields['message']}"
+            )
+        elif kind == "status":
+            result.status = fields
+        elif kind == "timing":
+            result.timing = fields
+    stopped = done.stopped(limit)
+    if result.status is None:
+        result.error = f"the submission's process {stopped or EXITED_AT_IMPORT}"
+    elif result.status.get("error"):
+        result.error = result.status["error"]
+    elif stopped:
+        result.stopped = f"the submission's process {stopped}"
+    return result
+
+
+def _read(fd: int) -> list:
+    with os.fdopen(fd, "rb") as stream:
+        return launcher.receive(stream)
+
+
+# ---- 3. judging -------------------------------------------------------------------------------
+
+
+def judge(spec: specs.Spec, result: Launch, keep: Path | None = None) -> list[CheckResult]:
+    """Every check of ``spec`` on what the launch sent back, through pytest, in this process;
+    pytest-json-report's report is kept in the file ``keep``, if given."""
+    import pytest
+    from pytest_jsonreport.plugin import JSONReport
+
+    from grader.plugin import KataPlugin
+
+    plugin, report = KataPlugin(spec, result), JSONReport()
+    args = [
+        str(CHECKS / "test_checks.py"), "-c", str(CHECKS / "pytest.ini"), "--rootdir", str(CHECKS),
+        "--noconftest", "-s", "-p", "no:terminal", "-p", "no:cacheprovider", "-p", "no:warnings",
+        "-p", "no:faulthandler", "-p", "no:logging", "-p", "pytest_jsonreport.plugin",
+        "--json-report-file=none", "--json-report-omit", "log", "streams",
+    ]  # fmt: skip
+    with _judging:
+        saved = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # no plugin of this machine's
+        try:
+            pytest.main(args, plugins=[plugin, report])
+        finally:
+            if saved is None:
+                os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+            else:
+                os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = saved
+    if keep is not None and report.report:
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        keep.write_text(json.dumps(report.report, indent=1, default=str))
     by_id = {}
-    for test in raw.get("tests", []):
+    for test in (report.report or {}).get("tests", []):
         meta = test.get("metadata") or {}
         if "check" in meta:
             by_id[meta["check"]] = meta
@@ -101,6 +224,9 @@ def _results(spec: specs.Spec, raw: dict) -> list[CheckResult]:
     return results
 
 
+# ---- one exercise, and several ------------------------------------------------------------------
+
+
 def _zero(spec: specs.Spec, file: Path, message: str, **extra) -> ExerciseResult:
     checks = [CheckResult(id=c.id, todo=c.todo, status="error", points=0, max_points=c.points,
                           trap=None, message=message, hidden=c.hidden) for c in spec.checks]  # fmt: skip
@@ -108,28 +234,15 @@ def _zero(spec: specs.Spec, file: Path, message: str, **extra) -> ExerciseResult
                           checks, error=message, **extra)  # fmt: skip
 
 
-def _run_checks(spec: specs.Spec, file: Path, backend: str, report_dir: Path,
-                timeout: float, timed: bool = True) -> tuple[dict | None, str]:  # fmt: skip
-    """Run the exercise's pytest process; (its report, or None, and its last output)."""
-    with tempfile.TemporaryDirectory(prefix=f"kata-{spec.exercise.number}-") as tmp:
-        work = Path(tmp)
-        env = process.child_env(
-            PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", KATA_DEVICE=backend,
-            # The tolerances assume IEEE fp32 dots; an inherited TF32 setting must not apply.
-            TRITON_F32_DEFAULT="ieee",
-        )  # fmt: skip
-        cmd = _pytest_command(spec.exercise, file, work, timeout, spec.checkset, timed)
-        done = process.run(cmd, cwd=ROOT, env=env, timeout=timeout + 120)
-        raw_path = work / "pytest.json"
-        if not raw_path.exists():
-            return None, done.output[-2000:]
-        kept = report_dir / "pytest" / f"{spec.exercise.stem}.json"
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(raw_path, kept)
-        return json.loads(raw_path.read_text()), ""
+def snapshot(file: Path) -> str | None:
+    """The submission's text, read once; None if there is no such file."""
+    try:
+        return file.read_bytes().decode(errors="replace")
+    except (FileNotFoundError, IsADirectoryError):
+        return None
 
 
-def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path,
+def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path | None = None,
                    timeout: float | None = None, checkset: str | None = None,
                    strict: bool = False, timed: bool = True) -> ExerciseResult:  # fmt: skip
     """Grade one exercise's file in ``target``. ``timed=False`` skips the performance track's
@@ -137,26 +250,22 @@ def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path,
     spec = specs.load(ex.stem, checkset)
     file = target / ex.filename
     start = time.monotonic()
-    if not file.is_file():
+    text = snapshot(file)
+    if text is None:
         result = _zero(spec, file, f"{ex.filename} not found in {target}")
         result.duration_s = round(time.monotonic() - start, 2)
         return result
-    text = file.read_text(errors="replace")
     found = skeletons.check(skeletons.pristine(ex.stem), text)
     integrity = {"ok": found.ok, "lines": found.lines, "diff": found.diff, "strict_zeroed": False}
     warnings = interpreter_only(text) if backend == "interpreter" else []
-    raw, tail = _run_checks(
-        spec, file, backend, report_dir, timeout or default_timeout(backend, ex), timed
-    )
-    if raw is None:
-        return _zero(spec, file, f"the grader's checks did not run: {tail}", integrity=integrity)
-    launch = raw.get("kata") or {}
-    checks = _results(spec, raw)
+    ran = launch(spec, text, file, backend, timeout or default_timeout(backend, ex), timed)
+    kept = report_dir / "pytest" / f"{ex.stem}.json" if report_dir else None
+    checks = judge(spec, ran, kept)
+    status = ran.status or {}
     result = ExerciseResult(
         ex.stem, str(file), ex.track, sum(c.points for c in checks), spec.max_score, checks,
-        duration_s=round(time.monotonic() - start, 2), output=launch.get("output", ""),
-        error=launch.get("error"), integrity=integrity,
-        warnings=warnings + launch.get("warnings", []),
+        duration_s=round(time.monotonic() - start, 2), output=ran.output, error=ran.error,
+        integrity=integrity, warnings=warnings + status.get("warnings", []),
     )  # fmt: skip
     if strict and not found.ok:
         integrity["strict_zeroed"] = True
@@ -164,11 +273,12 @@ def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path,
             c.points = 0
         result.score = 0
     if ex.track == "performance":
-        result.performance = timing.score(launch.get("timing"), result.score == result.max_score)
+        measured = ran.timing if timed else {"timed": False, "reason": "not timed: verdicts only"}
+        result.performance = timing.score(measured, result.score == result.max_score)
     return result
 
 
-def grade(exercises: list[Exercise], target: Path, backend: str, report_dir: Path,
+def grade(exercises: list[Exercise], target: Path, backend: str, report_dir: Path | None = None,
           jobs: int | None = None, timeout: float | None = None, on_done=None,
           on_start=None, checkset: str | None = None,
           strict: bool = False) -> list[ExerciseResult]:  # fmt: skip
