@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="which checks grade (default: hidden where this copy has them)")  # fmt: skip
     p.add_argument("--strict", action="store_true",
                    help="an exercise edited outside its TODO regions scores 0")  # fmt: skip
+    p.add_argument("--no-screen", action="store_true",
+                   help="run files the static screens stop (to test the grader's runtime "
+                   "defences; a grade given so is not the course's)")  # fmt: skip
     p.add_argument("--html", type=Path,
                    help="the page to look at in a browser (default: the report's path, .html)")  # fmt: skip
     p.add_argument("--no-html", action="store_true", help="write no HTML page")
@@ -102,12 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     results = runner.grade(chosen, target, runtime.BACKEND, args.report.parent,
                            jobs=args.jobs, timeout=args.timeout, on_done=printer.exercise_done,
                            on_start=printer.exercise_started, checkset=checkset,
-                           strict=args.strict)  # fmt: skip
+                           strict=args.strict, screened=not args.no_screen)  # fmt: skip
     process.reap(spare=False)  # nothing a submission started may outlive its report
     report = Report(
         target=str(target), device=runtime.describe(), versions=runtime.versions(),
         exercises=results, duration_s=round(time.monotonic() - start, 2),
         checkset=specs.load(chosen[0].stem, checkset).checkset, strict=args.strict,
+        screened=not args.no_screen,
     )  # fmt: skip
     report.write(args.report)
     if args.gradescope:

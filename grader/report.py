@@ -10,7 +10,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-SCHEMA_VERSION = "2.0"  # 2.0: check todo/hidden, status "blocked", integrity, warnings, track
+# 2.0: check todo/hidden, status "blocked", integrity, warnings, track; 3.0: integrity's
+# findings (grader.screen), the compile for the GPU before the interpreter ran the kernels,
+# ``screened``
+SCHEMA_VERSION = "3.0"
 STATUSES = ("passed", "failed", "blocked", "error")
 
 
@@ -44,9 +47,13 @@ class ExerciseResult:
     duration_s: float = 0.0
     output: str = ""  # what the submission printed, cut to its head and tail
     error: str | None = None  # why no check could run, when that is the case
-    integrity: dict | None = None  # {"ok", "lines", "diff", "strict_zeroed"}; None: no file
+    # {"ok", "lines", "diff", "strict_zeroed", "findings"}; None: no file
+    integrity: dict | None = None
     warnings: list[str] = field(default_factory=list)
     performance: dict | None = None  # performance track only: timings, speedups, points
+    # {"target", "launches", "refused", "seconds"}: the kernels compiled for the GPU before the
+    # interpreter ran them; None where they ran compiled (or were not run)
+    compiled: dict | None = None
 
     @property
     def traps(self) -> list[str]:
@@ -62,6 +69,7 @@ class Report:
     duration_s: float
     checkset: str = "hidden"  # "hidden" (the instructor's checks) or "public" (the handout's)
     strict: bool = False  # exercises edited outside their TODO regions score 0
+    screened: bool = True  # False: --no-screen, files the static screens stop were run anyway
     schema_version: str = SCHEMA_VERSION
     score: int = field(init=False)
     max_score: int = field(init=False)
@@ -80,7 +88,7 @@ class Report:
             for check in ex["checks"]:
                 if check["details"] is None:
                     del check["details"]
-        order = ["schema_version", "target", "device", "versions", "checkset", "strict", "score",
+        order = ["schema_version", "target", "device", "versions", "checkset", "strict", "screened", "score",
                  "max_score", "duration_s", "traps", "exercises"]  # fmt: skip
         report = {key: data[key] for key in order}
         timed = {e.id: e.performance for e in self.exercises if e.performance is not None}

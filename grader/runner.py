@@ -23,10 +23,10 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from grader import details, launcher, process, specs, timing
+from grader import details, launcher, process, screen, specs, timing
 from grader.model import Case, Output
 from grader.report import CheckResult, ExerciseResult
 from kata import skeletons
@@ -234,6 +234,14 @@ def _zero(spec: specs.Spec, file: Path, message: str, **extra) -> ExerciseResult
                           checks, error=message, **extra)  # fmt: skip
 
 
+def _compiled(record: dict | None) -> dict | None:
+    """What the report says of the compile for the GPU: None where the kernels ran compiled."""
+    if record is None:
+        return None
+    return {"target": "sm_90", "launches": record.get("launches", 0),
+            "refused": len(record.get("failed", [])), "seconds": record.get("seconds", 0.0)}  # fmt: skip
+
+
 def snapshot(file: Path) -> str | None:
     """The submission's text, read once; None if there is no such file."""
     try:
@@ -244,20 +252,33 @@ def snapshot(file: Path) -> str | None:
 
 def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path | None = None,
                    timeout: float | None = None, checkset: str | None = None,
-                   strict: bool = False, timed: bool = True) -> ExerciseResult:  # fmt: skip
-    """Grade one exercise's file in ``target``. ``timed=False`` skips the performance track's
-    timing, for callers that need the verdicts only (``grader.validate``)."""
+                   strict: bool = False, timed: bool = True, text: str | None = None,
+                   screened: bool = True) -> ExerciseResult:  # fmt: skip
+    """Grade one exercise's file in ``target`` (``text``: its snapshot, when the caller read it
+    already). ``timed=False`` skips the performance track's timing, for callers that need the
+    verdicts only (``grader.validate``); ``screened=False`` runs a file the static screens
+    would stop (to test the runtime defences)."""
     spec = specs.load(ex.stem, checkset)
     file = target / ex.filename
     start = time.monotonic()
-    text = snapshot(file)
+    text = snapshot(file) if text is None else text
     if text is None:
         result = _zero(spec, file, f"{ex.filename} not found in {target}")
         result.duration_s = round(time.monotonic() - start, 2)
         return result
-    found = skeletons.check(skeletons.pristine(ex.stem), text)
-    integrity = {"ok": found.ok, "lines": found.lines, "diff": found.diff, "strict_zeroed": False}
+    skeleton = skeletons.pristine(ex.stem)
+    found = skeletons.check(skeleton, text)
+    findings = screen.screen(skeleton, text, found) if screened else []
+    integrity = {"ok": found.ok, "lines": found.lines, "diff": found.diff, "strict_zeroed": False,
+                 "findings": [asdict(f) for f in findings]}  # fmt: skip
     warnings = interpreter_only(text) if backend == "interpreter" else []
+    if findings:  # never run, never paid (grader.screen says why)
+        shown = "; ".join(f.message for f in findings[:3])
+        more = f" (and {len(findings) - 3} more)" if len(findings) > 3 else ""
+        result = _zero(spec, file, f"not run: {shown}{more}", integrity=integrity,
+                       warnings=warnings)  # fmt: skip
+        result.duration_s = round(time.monotonic() - start, 2)
+        return result
     ran = launch(spec, text, file, backend, timeout or default_timeout(backend, ex), timed)
     kept = report_dir / "pytest" / f"{ex.stem}.json" if report_dir else None
     checks = judge(spec, ran, kept)
@@ -266,6 +287,7 @@ def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path | 
         ex.stem, str(file), ex.track, sum(c.points for c in checks), spec.max_score, checks,
         duration_s=round(time.monotonic() - start, 2), output=ran.output, error=ran.error,
         integrity=integrity, warnings=warnings + status.get("warnings", []),
+        compiled=_compiled(ran.compiled),
     )  # fmt: skip
     if strict and not found.ok:
         integrity["strict_zeroed"] = True
@@ -280,20 +302,25 @@ def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path | 
 
 def grade(exercises: list[Exercise], target: Path, backend: str, report_dir: Path | None = None,
           jobs: int | None = None, timeout: float | None = None, on_done=None,
-          on_start=None, checkset: str | None = None,
-          strict: bool = False) -> list[ExerciseResult]:  # fmt: skip
+          on_start=None, checkset: str | None = None, strict: bool = False,
+          screened: bool = True) -> list[ExerciseResult]:  # fmt: skip
     """Grade exercises concurrently; ``on_start(exercise)`` is called as each one starts and
-    ``on_done(result)`` as each one finishes."""
+    ``on_done(result)`` as each one finishes. Every file is read before any code runs, so that
+    no exercise's code can change what another's grading reads."""
     jobs = jobs or (
         len(exercises) if backend == "cuda" else max(1, min(len(exercises), os.cpu_count() or 1))
     )
+    texts = {ex.stem: snapshot(target / ex.filename) for ex in exercises}
     results: dict[str, ExerciseResult] = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
 
         def work(ex: Exercise) -> ExerciseResult:
             if on_start:
                 on_start(ex)
-            return grade_exercise(ex, target, backend, report_dir, timeout, checkset, strict)
+            if texts[ex.stem] is None:  # missing: said so by grade_exercise, which reads nothing
+                return grade_exercise(ex, target, backend, report_dir, timeout, checkset, strict)
+            return grade_exercise(ex, target, backend, report_dir, timeout, checkset, strict,
+                                  text=texts[ex.stem], screened=screened)  # fmt: skip
 
         futures = {pool.submit(work, ex): ex for ex in exercises}
         for future in as_completed(futures):

@@ -10,12 +10,16 @@ repository, or recipes in ``case.toml`` built from the kata's own solutions and 
     grade = ["01", "02"]        exercises to grade (default: those with files or expectations)
     [files.NN]                  a file built from "solution", "skeleton" or "gallery" (a whole
                                 file of a spec's gallery: gallery = "chapter.py"), then
-                                `replace` and `append`
+                                `replace` and `append` ({report!r} and {root!r} in `append`: the
+                                report's path, the repository's)
     [expect.NN]                 score ("full" or points), status (every check's), traps, error
-                                / messages / warnings (regular expressions), line_of,
-                                integrity_ok, strict_zeroed, output_cut, max_seconds
+                                / messages / warnings / findings / diff (regular expressions:
+                                findings are the static screen's, diff the integrity diff's),
+                                line_of, integrity_ok, strict_zeroed, output_cut, max_seconds
     [expect_cuda.NN]            replaces [expect.NN] when kernels are compiled on a GPU
     [target]                    files that must be absent / present in the target afterwards
+    [after] wait = 5            the report on disk must be unchanged this many seconds after the
+                                grader exited (nothing a submission started outlives it)
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -63,7 +68,8 @@ def build(case: Path, target: Path, report: Path) -> dict:
         for old, new in recipe.get("replace", []):
             assert text.count(old) == 1, f"{case.name}: {old!r} must occur once in {ex.filename}"
             text = text.replace(old, new)
-        text += recipe.get("append", "").replace("{report!r}", repr(str(report)))
+        appended = recipe.get("append", "").replace("{report!r}", repr(str(report)))
+        text += appended.replace("{root!r}", repr(str(ROOT)))
         (target / ex.filename).write_text(text)
     return spec
 
@@ -101,6 +107,13 @@ def check_exercise(case: str, got: dict, want: dict, target: Path) -> None:
         assert all(f"line {line} of {Path(got['file']).name}" in m for m in said), (where, said)
     if "integrity_ok" in want:
         assert got["integrity"]["ok"] == want["integrity_ok"], (where, got["integrity"])
+    for pattern in want.get("diff", []):
+        assert re.search(pattern, got["integrity"]["diff"]), (where, got["integrity"]["diff"])
+    findings = [f["message"] for f in got["integrity"]["findings"]] if got["integrity"] else []
+    for pattern in want.get("findings", []):
+        assert any(re.search(pattern, f) for f in findings), (where, pattern, findings)
+    if "findings" not in want:
+        assert findings == [], (where, findings)
     if "strict_zeroed" in want:
         assert got["integrity"]["strict_zeroed"] == want["strict_zeroed"], where
     if want.get("output_cut"):
@@ -118,7 +131,12 @@ def run_case(case: str, tmp: Path):
     target, report = tmp / case / "target", tmp / case / "out" / "score.json"
     spec = build(HERE / case, target, report)
     numbers = spec.get("grade") or sorted(set(spec.get("expect", {})) | set(spec.get("files", {})))
-    return spec, target, numbers, *grade(target, report, numbers, spec.get("args", []))
+    got, console = grade(target, report, numbers, spec.get("args", []))
+    wait = spec.get("after", {}).get("wait")
+    if wait:  # whatever the submission started had this long to rewrite the report
+        time.sleep(wait)
+        assert json.loads(report.read_text()) == got, f"{case}: the report changed after the grader"
+    return spec, target, numbers, got, console
 
 
 @pytest.fixture(scope="module")

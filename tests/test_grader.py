@@ -214,9 +214,10 @@ def assert_complete(report: dict, numbers: list[str]) -> None:
 
 def test_the_schema_refuses_what_the_grader_never_writes():
     """The schema is a contract that can fail: a few reports it must refuse."""
-    good = {"schema_version": "2.0", "target": "t", "device": "interpreter: cpu",
+    good = {"schema_version": "3.0", "target": "t", "device": "interpreter: cpu",
             "versions": {"python": "3", "torch": "2", "triton": "3"}, "checkset": "hidden",
-            "strict": False, "score": 0, "max_score": 0, "duration_s": 1.0, "traps": [],
+            "strict": False, "screened": True, "score": 0, "max_score": 0, "duration_s": 1.0,
+            "traps": [],
             "exercises": []}  # fmt: skip
     jsonschema.validate(good, SCHEMA)
     for bad in ({**good, "schema_version": "1.1"}, {**good, "checkset": "secret"},
