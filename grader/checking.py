@@ -97,8 +97,10 @@ def run(check: Check, spec, submission) -> None:
     try:
         _judge(check, spec, submission)
     except CheckFailed as exc:
+        # Blocked while the required TODO's checks fail; a required check that is itself
+        # blocked (waiting on this one's TODO) leaves this failure standing.
         waiting = [c.id for c in spec.checks_for(check.requires)
-                   if submission.verdicts.get(c.id) != "passed"]  # fmt: skip
+                   if submission.verdicts.get(c.id) in ("failed", "error")]  # fmt: skip
         if check.requires and waiting:
             submission.verdicts[check.id] = "blocked"
             raise CheckBlocked(f"cannot be judged until TODO({check.requires}) works "

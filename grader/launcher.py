@@ -417,14 +417,28 @@ def _arrays(torch, interfaces, outputs: dict) -> dict:
     return found
 
 
-def _runs(case, configs: dict) -> list[dict | None]:
+# What a configuration sets that changes only how a compiled kernel runs, not what it computes.
+SCHEDULE = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+def _runs(case, configs: dict, interpreter: bool) -> list[dict | None]:
     """The configurations ``case`` runs with: its pinned one, every one the file's own
-    autotuner could pick, or the kernel's own choice (None)."""
+    autotuner could pick, or the kernel's own choice (None). The interpreter runs each set of
+    tile sizes and flags once: warps and stages do not exist there."""
     if case.config:
         return [case.config]
-    if case.each_config and configs.get(case.name):
-        return configs[case.name]
-    return [None]
+    if not (case.each_config and configs.get(case.name)):
+        return [None]
+    runs = configs[case.name]
+    if interpreter:
+        seen, unique = set(), []
+        for config in runs:
+            key = tuple(sorted((k, repr(v)) for k, v in config.items() if k not in SCHEDULE))
+            if key not in seen:
+                seen.add(key)
+                unique.append(config)
+        runs = unique
+    return runs
 
 
 def compile_only(fd: int, job: dict) -> int:
@@ -510,7 +524,7 @@ def main(fd: int, job: dict) -> int:
     with timing.gpu_shared() if runtime.DEVICE == "cuda" else contextlib.nullcontext():
         for case in job["cases"]:
             fatal = False
-            for config in _runs(case, configs):
+            for config in _runs(case, configs, runtime.INTERPRETER):
                 label = config_label(config)
                 if (case.name, label) in refused:  # the GPU's compiler refused it: not run
                     send(fd, "case-error", name=case.name, config=label, fatal=False,

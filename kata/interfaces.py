@@ -93,6 +93,9 @@ class Interface:
     # A trap's form must sit this many absolute tolerances from the right answer on some case,
     # or the check could pay for the mistake (grader.checking.prove_traps_visible).
     separation: float = 100.0
+    # The kernel picks its tiles with an autotuner: every case pins a configuration, or runs
+    # under each one the kernel offers (grader.launcher), so that both backends run the same.
+    autotuned: bool = False
 
     def inputs(self, torch, case, device) -> dict:
         ins = {k: _tensor(torch, a, case.layout.get(k), device) for k, a in case.inputs.items()}
@@ -256,9 +259,11 @@ INTERFACES: dict[str, Interface] = {
                "top-2 gating: logits (M, E); w0, w1, idx0, idx1 (M,); one row per program"),
         BHSDAttention("bhsd-attention", BHSD_ATTENTION_PARAMS, ("out",), ("output",),
                       "(B, H, S, D) attention in float16 / bfloat16, causal or not",
-                      separation=10.0),  # 100 x its 1e-2 would ask for differences of 1
+                      separation=10.0,  # 100 x its 1e-2 would ask for differences of 1
+                      autotuned=True),
         TiledGating("tiled-gating", TILED_GATING_PARAMS, ("w0", "w1", "idx0", "idx1"),
-                    ("top2", "weights"), "top-2 gating with BLOCK_M tokens per program"),
+                    ("top2", "weights"), "top-2 gating with BLOCK_M tokens per program",
+                    autotuned=True),
     )
 }  # fmt: skip
 

@@ -167,6 +167,14 @@ def consistency(spec: Spec, cases: dict[str, Case]) -> list[str]:
             if trap.todo != check.todo:
                 problems.append(f"check {check.id} (TODO {check.todo}) names trap {trap.id} "
                                 f"of TODO {trap.todo}")  # fmt: skip
+    if spec.interface.autotuned:
+        loose = [c.name for c in spec.cases.values() if not c.config and not c.each_config]
+        if loose:
+            problems.append(f"case(s) {', '.join(loose)} of an autotuned kernel pin no "
+                            "configuration (config=) and do not run each one (each_config=)")  # fmt: skip
+        if spec.checkset == "hidden" and not any(c.each_config for c in spec.cases.values()):
+            problems.append("no case runs under every configuration the kernel's autotuner "
+                            "offers (each_config=True)")  # fmt: skip
     for todo in spec.exercise.todos:
         paid = sum(c.points for c in spec.checks_for(todo.id))
         if paid != todo.points:

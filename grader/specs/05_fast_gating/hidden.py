@@ -5,30 +5,42 @@ from grader.inputs import dominant, logits, round_to, ties
 from grader.model import Case, Check
 from grader.traps import TIES_NOT_LOWEST_INDEX, TOP1_FILL_TOO_HIGH, TOP2_NOT_MASKED
 
+# The grader pins how many tokens a program owns (the kernel's autotuner would pick one of its
+# own): 16 (the interpreter's old only choice), 32, 64 and 128, and once every choice the
+# kernel offers. A row mapping that holds at one tile height only is wrong at the others.
+ROWS_16, ROWS_32, ROWS_64, ROWS_128 = ({"BLOCK_M": m, "num_warps": 4} for m in (16, 32, 64, 128))
+
 CASES = [
-    Case(name="random-1000x64", about="1000 tokens x 64 experts", inputs=logits(400, 1000, 64)),
-    Case(name="random-333x128", about="333 tokens x 128 experts", inputs=logits(401, 333, 128)),
-    Case(name="random-77x8", about="77 tokens x 8 experts", inputs=logits(402, 77, 8)),
+    Case(name="random-1000x64", about="1000 tokens x 64 experts, 64 rows per program", inputs=logits(400, 1000, 64), config=ROWS_64),
+    Case(name="random-333x128", about="333 tokens x 128 experts, 32 rows per program",
+         inputs=logits(401, 333, 128), config=ROWS_32),
+    Case(name="random-77x8",
+         about="77 tokens x 8 experts, under every rows-per-program the kernel's autotuner offers",
+         inputs=logits(402, 77, 8), each_config=True),
     Case(name="bf16-200x64", about="200 tokens x 64 experts, bfloat16",
-         inputs={"logits": round_to(logits(403, 200, 64)["logits"], "bfloat16")}, dtype="bfloat16"),
+         inputs={"logits": round_to(logits(403, 200, 64)["logits"], "bfloat16")}, dtype="bfloat16",
+         config=ROWS_16),
     Case(name="negative-e6", about="40 tokens x 6 experts (padded), all logits negative",
-         inputs=logits(404, 40, 6, shift=-8.0)),
-    Case(name="ties-e8", about="exact ties: lowest index first", inputs=ties(8)),
+         inputs=logits(404, 40, 6, shift=-8.0), config=ROWS_128),
+    Case(name="ties-e8", about="exact ties: lowest index first", inputs=ties(8), config=ROWS_16),
     Case(name="dominant-e16", about="40 tokens x 16 experts, one logit 200 above the rest",
-         inputs=dominant(405, 40, 16)),
+         inputs=dominant(405, 40, 16), config=ROWS_64),
 ]  # fmt: skip
 
 CHECKS = [
-    Check(id="fast-gating-top2", todo="top2-mask", points=25,
-          about="Many rows per program, rows not a multiple of a tile, bfloat16, padded E, ties",
-          cases=("random-1000x64", "random-333x128", "random-77x8", "bf16-200x64", "negative-e6",
-                 "ties-e8", "dominant-e16"), judge="top2",
-          traps=(TOP2_NOT_MASKED, TOP1_FILL_TOO_HIGH, TIES_NOT_LOWEST_INDEX)),
-    # The weights come from given code here: a wrong row mapping is what shows in them.
+    # The weights come from given code here: a wrong row mapping is what shows in them. They are
+    # judged first: until every token gets its own row, the experts a token was given say
+    # nothing about the top-2 search (that check is blocked, not failed).
     Check(id="fast-gating-weights", todo="rows-per-program", points=25,
           about="Renormalized weights for every token of every tile",
           cases=("random-1000x64", "random-333x128", "random-77x8", "bf16-200x64", "negative-e6"),
           judge="weights"),
+    Check(id="fast-gating-top2", todo="top2-mask", points=25,
+          about="Many rows per program, rows not a multiple of a tile, bfloat16, padded E, ties",
+          cases=("random-1000x64", "random-333x128", "random-77x8", "bf16-200x64", "negative-e6",
+                 "ties-e8", "dominant-e16"), judge="top2",
+          traps=(TOP2_NOT_MASKED, TOP1_FILL_TOO_HIGH, TIES_NOT_LOWEST_INDEX),
+          requires="rows-per-program"),
 ]  # fmt: skip
 
 REFERENCE = {
@@ -50,6 +62,10 @@ GALLERY = [
           "token, so the others are never written",
           fills={"rows-per-program": "rows = pid * BLOCK_M + tl.zeros([BLOCK_M], dtype=tl.int32)"},
           failed=["fast-gating-weights"], expect={"message": "never written"}),
+    wrong("05-rows-by-sixteen", "token rows counted in steps of 16 (the interpreter's old only "
+          "tile height): right at BLOCK_M = 16 only, rows skipped and written twice at 32 and 64",
+          fills={"rows-per-program": "rows = pid * 16 + tl.arange(0, BLOCK_M)"},
+          failed=["fast-gating-weights"], breaks="rows-per-program"),
     right("05-top2-mask-by-index-compare", "the top-1's slot found by comparing with each row's "
           "top-1 expert, written as one where per output",
           fills={"top2-mask": "rest = tl.where(i1 == i0[:, None], t2, t1)\n"
