@@ -1,7 +1,7 @@
 """Deterministic input builders for the specs' cases: ordinary ones, and the hostile ones that
 only a right kernel survives (maxima that fall by 100 between key blocks, rows whose every
-score is below -100, future keys 100 above the visible ones inside one tile, one dominant
-logit).
+score is below -100, future keys 100 above the visible ones inside one tile, maxima that creep
+up by 0.001 per key tile, one dominant logit, logits past float32's exp range).
 
 Every builder draws from its own seeded generator, so a case is the same numbers everywhere.
 """
@@ -59,6 +59,22 @@ def all_low(seed, M, N, D, level=-150.0):
     return _with_scores(seed, M, N, D, rows, np.full(N, level))
 
 
+def creeping(seed, M, N, D, block_n, step=1e-3):
+    """Every row's maximum rises by ``step`` from one key tile to the next, so that alpha is
+    exp(-step) (0.999) on every tile but the first: one key per tile scores exactly 2 + step *
+    tile, noise-free, the others about 0. Values near 3 make a skipped rescale add up instead of
+    averaging out."""
+    r = rng(seed)
+    q = 0.5 * r.standard_normal((M, D))
+    k = 0.5 * r.standard_normal((N, D))
+    q[:, 0], k[:, 0] = 1.0, 0.0
+    starts = np.arange(0, N, block_n)
+    peaks = np.minimum(starts + r.integers(0, block_n, len(starts)), N - 1)
+    k[peaks, 1:] = 0.0  # a peak's score is its first coordinate's alone (over sqrt(D))
+    k[peaks, 0] = (2.0 + step * np.arange(len(starts))) * np.sqrt(D)
+    return _f32(q=q, k=k, v=3.0 + r.standard_normal((N, D)))
+
+
 def future_high(seed, M, N, D, slope=8.0):
     """Scores climb by ``slope`` per key position, for every row: inside one 16-key tile, the
     future keys of a row score up to 120 above its own key, the visible ones well below."""
@@ -77,6 +93,27 @@ def dominant(seed, M, E, gap=200.0, shift=-8.0):
     x = r.standard_normal((M, E)) + shift
     top = np.where(np.arange(M) % 2 == 0, 0, r.integers(0, E, M))
     x[np.arange(M), top] = x.max(axis=1) + gap
+    return _f32(logits=x)
+
+
+def extremes(seed, M, E, kinds=("high", "low", "mixed"), high=100.0, low=-120.0):
+    """Logits beyond float32's exp range, token by token in turn through ``kinds``: "high" (all
+    near ``high``, where exp overflows past 88.7), "low" (all near ``low``, where exp underflows
+    below -103), "mixed" (both in one row, half the experts high), "tie-high" and "tie-low"
+    (every expert exactly at ``high`` or ``low``). Shifting a row changes no probability: only a
+    softmax that subtracts the row's maximum before exp() gets them."""
+    r = rng(seed)
+    noise = r.standard_normal((M, E))
+    x = np.empty((M, E))
+    for t in range(M):
+        kind = kinds[t % len(kinds)]
+        if kind == "mixed":
+            up = r.permutation(E) < max(1, E // 2)
+            x[t] = np.where(up, high, low) + noise[t]
+        elif kind.startswith("tie"):
+            x[t] = high if kind == "tie-high" else low
+        else:
+            x[t] = (high if kind == "high" else low) + noise[t]
     return _f32(logits=x)
 
 

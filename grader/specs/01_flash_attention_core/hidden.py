@@ -1,12 +1,15 @@
 """Exercise 01, the instructor's checks and gallery (TODO rescale-acc).
 
-Each case exposes something: key blocks that raise the running maximum (a missing rescale), a
-maximum that falls by 120 after the first block (a reference point that is not the running
-maximum overflows), rows whose every score is near -150 (a running maximum that starts at 0
-underflows to 0/0), 30x scores (exp overflows without a running maximum), ragged shapes.
-Strides and half-precision inputs are handled by given code: they are 0-point notes.
+Each case exposes something: key blocks that raise the running maximum by about 3 (a missing
+rescale) or by just 0.001 (a rescale skipped while alpha is near 1), a maximum that falls by 120
+after the first block (a reference point that is not the running maximum overflows), rows whose
+every score is near -150 (a running maximum that starts at 0 underflows to 0/0), 30x scores
+(exp overflows without a running maximum), and sizes one past, one short of and a whole number
+of tiles with M < N and M > N, for 16x16 and 16x32 tiles (``grader.boundary``). Strides and
+half-precision inputs are handled by given code: they are 0-point notes.
 """
 
+from grader import boundary
 from grader.gallery import right, wrong
 from grader.inputs import all_low, falling, growing, qkv
 from grader.model import Case, Check
@@ -19,13 +22,13 @@ CASES = [
     Case(name="grow-blocks-16x32",
          about="M=40, N=96, D=32, 16x32 tiles; every key block raises the row maxima",
          inputs=growing(2, 40, 96, 32, 32), block_m=16, block_n=32),
+    boundary.creep(11),
     Case(name="single-block", about="M=5, N=7, D=8: one key block, smaller than a tile",
          inputs=qkv(3, 5, 7, 8)),
-    Case(name="ragged-37x53-d24", about="M=37, N=53, D=24: nothing is a multiple of a tile",
-         inputs=qkv(4, 37, 53, 24)),
     Case(name="one-row-d64", about="M=1, N=40, D=64: a single query row", inputs=qkv(5, 1, 40, 64)),
-    Case(name="m-gt-n-50x19", about="M=50, N=19, D=8: more queries than keys",
-         inputs=qkv(6, 50, 19, 8)),
+    # M < N and M > N, one past and one short of a tile: the whole-tile sizes are the growing
+    # cases' (N = 48, 96) and the creeping one's (M = 16, N = 64).
+    *boundary.attention(boundary.ragged(16, 16)[:2] + boundary.ragged(16, 32)[:2], 12),
     Case(name="falling-maxima",
          about="M=24, N=64, D=16: in every other row the first key block scores 120 above the rest",
          inputs=falling(7, 24, 64, 16, 16)),
@@ -40,11 +43,12 @@ HOSTILE = (ACC_NOT_RESCALED, RUNNING_MAX_NOT_FROM_NEG_INF, REFERENCE_NOT_RUNNING
 CHECKS = [
     Check(id="running-max-grows", todo="rescale-acc", points=10,
           about="Several key blocks, each raising the running maximum of every row",
-          cases=("grow-3-blocks", "grow-blocks-16x32"), judge="output", traps=(ACC_NOT_RESCALED,)),
+          cases=("grow-3-blocks", "grow-blocks-16x32", "creeping-max-16x64"), judge="output",
+          traps=(ACC_NOT_RESCALED,)),
     Check(id="ragged-shapes", todo="rescale-acc", points=5,
           about="M, N, D off the tile sizes, one row, one key block, M != N",
-          cases=("single-block", "ragged-37x53-d24", "one-row-d64", "m-gt-n-50x19"),
-          judge="output", traps=(ACC_NOT_RESCALED,)),
+          cases=("single-block", "one-row-d64", "edges-17x31", "edges-31x17", "edges-33x63-16x32",
+                 "edges-63x33-16x32"), judge="output", traps=(ACC_NOT_RESCALED,)),
     Check(id="hostile-scores", todo="rescale-acc", points=10,
           about="Maxima that fall by 120, scores near -150, scores 30x larger than usual",
           cases=("falling-maxima", "all-scores-low", "scores-30x"), judge="output",
@@ -59,12 +63,18 @@ _P = "p = tl.exp(scores - m_new[:, None])"
 _SCORES = "scores = tl.dot(q, tl.trans(k)) * scale"
 _M_NEW = "m_new = tl.maximum(m_i, tl.max(scores, axis=1))"
 _M_INIT = 'm_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)'
+_LOOP = "for n0 in range(0, N, BLOCK_N):"
 LOG2E = "1.4426950408889634"
 
 GALLERY = [
     wrong("01-acc-not-rescaled", "the skeleton's mistake: l_i follows the new max, acc does not",
           fills={"rescale-acc": "acc += tl.dot(p, v)"}, traps=["acc-not-rescaled"],
           breaks="rescale-acc"),
+    wrong("01-rescale-skipped-near-one", "the rescale skipped while alpha > 0.99, as if it were "
+          "1: exact when maxima jump, off when they creep up by 0.001 per tile",
+          fills={"rescale-acc": "acc = tl.where(alpha[:, None] > 0.99, acc, acc * alpha[:, None]) "
+                                "+ tl.dot(p, v)"},
+          traps=["acc-not-rescaled"], failed=["running-max-grows"], breaks="rescale-acc"),
     wrong("01-rescale-after-add", "the new tile is added before acc is rescaled, so it is "
           "scaled down too", fills={"rescale-acc": "acc = (acc + tl.dot(p, v)) * alpha[:, None]"},
           failed=["running-max-grows"], breaks="rescale-acc"),
@@ -87,17 +97,26 @@ GALLERY = [
     wrong("01-padded-keys-not-masked", "keys past N load 0 and still get exp(0 - m) weight",
           edits=[('        scores = tl.where(col_ok[None, :], scores, float("-inf"))\n', "")],
           failed=["ragged-shapes"]),
+    wrong("01-loop-misses-last-key", "the key loop ends at N - 1 (the last key's index): when "
+          "N is one past a whole number of tiles, the last tile, holding that key, is never "
+          "visited", edits=[(_LOOP, _LOOP.replace("range(0, N,", "range(0, N - 1,"))],
+          failed=["ragged-shapes"]),
     wrong("01-writes-nothing", "no store: the poisoned output buffer must be noticed as unwritten",
           edits=[("    tl.store(out_ptrs, out, mask=row_ok[:, None] & d_ok[None, :])\n", "")],
           expect={"message": "no output was written"}),
     wrong("01-writes-nan", "stores NaN everywhere: told apart from an unwritten buffer",
           edits=[("out = acc / l_i[:, None]", 'out = acc * float("nan")')],
           expect={"message": "NaN"}),
-    wrong("01-fake-kernel", "computes attention with torch in Python: no Triton kernel runs",
+    wrong("01-fake-kernel", "computes attention with torch in Python: the static screen stops "
+          "it before it runs (the golden case fake-kernel, run anyway, is refused as no kernel)",
           file="fake_kernel.py", score="zero", integrity=True,
-          expect={"error": "not a Triton kernel"}),
+          expect={"error": r"^not run: line \d+: a class"}),
     right("01-rescale-two-statements", "rescale, then add the tile, as two statements",
           fills={"rescale-acc": "acc = acc * alpha[:, None]\nacc += tl.dot(p, v)"}),
+    right("01-rescale-skipped-at-one", "the multiply skipped only where alpha is exactly 1 (the "
+          "maximum did not move), which changes nothing",
+          fills={"rescale-acc": "acc = tl.where(alpha[:, None] == 1.0, acc, acc * alpha[:, None]) "
+                                "+ tl.dot(p, v)"}),
     right("01-exp2", "exp2 with log2(e) folded into the scale",
           edits=[(_SCORES, f"scores = tl.dot(q, tl.trans(k)) * (scale * {LOG2E})"),
                  (_ALPHA, "alpha = tl.exp2(m_i - m_new)"), (_P, "p = tl.exp2(scores - m_new[:, None])")]),

@@ -1,12 +1,14 @@
 """Exercise 02, the instructor's checks and gallery (TODO causal-mask).
 
-Besides square and rectangular shapes (top-left alignment) and uneven tiles, two hostile cases:
-scores that climb by 8 per key, so that inside one tile a row's future keys score up to 120
-above its own (a mask applied after the max and the exponential loses the row), and scores near
--150 (a finite mask value like -100 would beat them). Strides and half-precision inputs are
-handled by given code: they are 0-point notes.
+For 16x16, 16x32 and 32x16 tiles, sizes one past, one short of and a whole number of tiles,
+with M < N, M > N (top-left alignment) and M = N (``grader.boundary``); besides them, the
+chapter's example, one query row, and two hostile cases: scores that climb by 8 per key, so that
+inside one tile a row's future keys score up to 120 above its own (a mask applied after the max
+and the exponential loses the row), and scores near -150 (a finite mask value like -100 would
+beat them). Strides and half-precision inputs are handled by given code: they are 0-point notes.
 """
 
+from grader import boundary
 from grader.gallery import Expect, right, wrong
 from grader.inputs import all_low, future_high, growing, qkv
 from grader.model import Case, Check
@@ -21,20 +23,10 @@ from grader.traps import (
 CASES = [
     Case(name="chapter-20x20", about="M=N=20, D=8: the chapter's causal example shape",
          inputs=qkv(110, 20, 20, 8), causal=True),
-    Case(name="square-64", about="M=N=64, D=16: four diagonal tiles", inputs=qkv(111, 64, 64, 16),
-         causal=True),
-    Case(name="m-lt-n-24x56", about="M=24, N=56, D=16: fewer queries than keys",
-         inputs=qkv(112, 24, 56, 16), causal=True),
-    Case(name="m-gt-n-56x24", about="M=56, N=24, D=24: more queries than keys",
-         inputs=qkv(113, 56, 24, 24), causal=True),
-    Case(name="ragged-37x53-d24", about="M=37, N=53, D=24: nothing is a multiple of a tile",
-         inputs=qkv(104, 37, 53, 24), causal=True),
     Case(name="one-row-d64", about="M=1, N=40, D=64: a single query row",
          inputs=qkv(105, 1, 40, 64), causal=True),
-    Case(name="tiles-16x32", about="M=N=48, D=16, 16-row by 32-key tiles",
-         inputs=qkv(114, 48, 48, 16), block_m=16, block_n=32, causal=True),
-    Case(name="tiles-32x16", about="M=N=48, D=16, 32-row by 16-key tiles",
-         inputs=qkv(115, 48, 48, 16), block_m=32, block_n=16, causal=True),
+    *boundary.attention(boundary.ragged(16, 16), 120, causal=True),
+    *boundary.attention(boundary.ragged(16, 32) + boundary.ragged(32, 16), 123, causal=True),
     Case(name="grow-blocks-16x32",
          about="M=40, N=96, D=32, 16x32 tiles; every key block raises the row maxima",
          inputs=growing(102, 40, 96, 32, 32), block_m=16, block_n=32, causal=True),
@@ -53,15 +45,16 @@ MASK_TRAPS = (CAUSAL_MASK_MISSING, CAUSAL_MASK_OFF_BY_ONE)
 CHECKS = [
     Check(id="causal-square", todo="causal-mask", points=10,
           about="M = N with diagonal tiles, including the chapter's 20x20 example",
-          cases=("chapter-20x20", "square-64"), judge="output", traps=MASK_TRAPS),
+          cases=("chapter-20x20", "edges-32x32"), judge="output", traps=MASK_TRAPS),
     Check(id="causal-rectangular", todo="causal-mask", points=5,
           about="M != N (top-left alignment), ragged D, one row",
-          cases=("m-lt-n-24x56", "m-gt-n-56x24", "ragged-37x53-d24", "one-row-d64"),
-          judge="output", traps=(*MASK_TRAPS, CAUSAL_BOTTOM_RIGHT)),
+          cases=("edges-17x31", "edges-31x17", "one-row-d64"), judge="output",
+          traps=(*MASK_TRAPS, CAUSAL_BOTTOM_RIGHT)),
     Check(id="causal-tiles", todo="causal-mask", points=5,
           about="Tiles of 16x32 and 32x16, several key blocks per query block",
-          cases=("tiles-16x32", "tiles-32x16", "grow-blocks-16x32"), judge="output",
-          traps=MASK_TRAPS),
+          cases=("edges-33x63-16x32", "edges-63x33-16x32", "edges-64x64-16x32",
+                 "edges-33x63-32x16", "edges-63x33-32x16", "edges-64x64-32x16",
+                 "grow-blocks-16x32"), judge="output", traps=MASK_TRAPS),
     Check(id="causal-hostile", todo="causal-mask", points=5,
           about="Future keys scoring up to 250 above a row inside its tile; scores near -150",
           cases=("future-keys-high", "future-keys-high-16x32", "all-scores-low"), judge="output",
@@ -70,7 +63,8 @@ CHECKS = [
 ]  # fmt: skip
 
 HI = "hi = tl.minimum(N, (pid_m + 1) * BLOCK_M)"
-MASK = "visible = visible & (offs_m[:, None] >= offs_n[None, :])"
+_CAUSAL = "offs_m[:, None] >= offs_n[None, :]"
+MASK = f"visible = visible & ({_CAUSAL})"
 REFERENCE = {"causal-mask": (HI, MASK)}
 
 _WHERE = 'scores = tl.where(visible, scores, float("-inf"))'
@@ -101,6 +95,10 @@ GALLERY = [
     wrong("02-skip-diagonal", "the loop stops before the diagonal block (block 0 sees no key)",
           fills=_mask("offs_m[:, None] >= offs_n[None, :]", "hi = tl.minimum(N, pid_m * BLOCK_M)"),
           breaks="causal-mask"),
+    wrong("02-hi-last-key", "the loop ends at N - 1, the last key's index: when N is one past "
+          "a whole number of tiles and M >= N, that key's tile is never visited",
+          fills=_mask(_CAUSAL, "hi = tl.minimum(N - 1, (pid_m + 1) * BLOCK_M)"),
+          failed=["causal-rectangular", "causal-tiles"], breaks="causal-mask"),
     wrong("02-bottom-right", "FlashAttention >= 2.1's bottom-right alignment, not the chapter's "
           "top-left", fills=_mask("offs_m[:, None] + (N - M) >= offs_n[None, :]", "hi = N"),
           traps=["causal-bottom-right"], failed=["causal-rectangular"], breaks="causal-mask"),
@@ -119,12 +117,16 @@ GALLERY = [
           edits=[(_WHERE, "scores = tl.where(visible, scores, -1.0e30)")]),
     right("02-no-block-skip", "every key tile visited; the mask alone makes it causal",
           fills={"causal-mask": ("hi = N", MASK)}),
+    right("02-hi-inclusive", "the loop bound from inclusive indices (the last key, the block's "
+          "last row) plus one",
+          fills=_mask(_CAUSAL, "hi = tl.minimum(N - 1, (pid_m + 1) * BLOCK_M - 1) + 1")),
     right("02-mask-in-one-where", "the causal condition written straight into the where",
           fills={"causal-mask": (HI, "causal = offs_m[:, None] >= offs_n[None, :]")},
           edits=[(_WHERE, 'scores = tl.where(visible & causal, scores, float("-inf"))')]),
-    right("02-chapter", "the chapter's own kernel: `continue` past future tiles, fp32 style",
-          file="chapter.py", integrity=True,
-          expect={"notes_failed": ("half-precision-inputs",), "warning": "continue"},
+    wrong("02-chapter", "the chapter's own kernel: `continue` past future tiles does not compile "
+          "for a GPU, so every case gets the compiler's verdict, on both backends",
+          file="chapter.py", integrity=True, score="zero",
+          expect={"error": "`continue` does not compile", "warning": "continue"},
           on_cuda=Expect(score="zero", integrity=True, error="`continue` does not compile")),
     right("02-chapter-gpu-legal", "the chapter's kernel with the loop bounded instead of "
           "`continue` (as it must be to compile)", file="chapter.py", integrity=True,

@@ -5,11 +5,16 @@ checks only at the weights, on the tokens where the kernel chose two distinct, v
 (the weights of one expert taken twice say nothing about renormalizing). Hostile cases: all
 negative logits with padded experts (a 0 fill beats them), one logit 200 above the rest (in
 float32 the other probabilities underflow to exactly 0, which a 0 fill ties with), exact ties
-(the lowest index wins, as tl.argmax does). Strided rows are given code: a 0-point note.
+(the lowest index wins, as tl.argmax does). Every weights check also gets logits beyond
+float32's exp range (``grader.boundary.extremes``): near +100, near -120, both in one row, tied
+there. Weights from exp() of raw logits come out inf / inf or 0 / 0 on them; when the given
+softmax is what drops the maximum, the renormalization checks, the only judges of the weights,
+charge it all the same. Strided rows are given code: a 0-point note.
 """
 
 import numpy as np
 
+from grader import boundary
 from grader.gallery import right, wrong
 from grader.inputs import dominant, logits, ties
 from grader.model import Case, Check
@@ -56,6 +61,9 @@ CASES = [
          inputs=ties(8)),
     Case(name="ties-e5", about="6 tokens x 5 experts with exact ties (all-zero rows, shared maxima)",
          inputs=ties(5)),
+    boundary.extremes(209, 16, 8),
+    boundary.extremes(210, 12, boundary.experts(8)[1]),
+    boundary.extremes(211, 10, 2, kinds=("high", "low", "mixed", "tie-high", "tie-low")),
     Case(name="rows-sliced-20x8", about="20 tokens x 8 experts, every other row of a larger tensor",
          inputs=logits(202, 20, 8), layout={"logits": "row-sliced"}, twin="rows-plain-20x8"),
     Case(name="rows-plain-20x8", about="the strided case's numbers, contiguous",
@@ -81,21 +89,21 @@ CHECKS = [
           traps=(TOP2_NOT_MASKED, TIES_NOT_LOWEST_INDEX)),
     Check(id="renormalized-random", todo="renormalize", points=10,
           about="Random logits: w0 + w1 = 1 with w = p / (p0 + p1) of the chosen experts",
-          cases=("random-64x8", "random-33x16"), judge="weights",
-          traps=(WEIGHTS_NOT_RENORMALIZED,), proof=_raw_sums_vary),
+          cases=("random-64x8", "random-33x16", "extreme-logits-16x8"),
+          judge="weights", traps=(WEIGHTS_NOT_RENORMALIZED,), proof=_raw_sums_vary),
     Check(id="renormalized-padded-experts", todo="renormalize", points=5,
-          about="E = 5, 6, 12 with all-negative logits",
-          cases=("negative-e5", "negative-e6", "negative-e12"), judge="weights",
-          traps=(WEIGHTS_NOT_RENORMALIZED,)),
+          about="E = 5, 6, 12 with all-negative logits; E = 9 with logits out of exp's range",
+          cases=("negative-e5", "negative-e6", "negative-e12", "extreme-logits-12x9"),
+          judge="weights", traps=(WEIGHTS_NOT_RENORMALIZED,)),
     # With E = 2 the raw probabilities already sum to one, so that case rides along with ties,
     # where the mistake shows, instead of paying on its own.
     Check(id="renormalized-ties-and-two-experts", todo="renormalize", points=10,
           about="Exact ties (0.5 / 0.5 on all-zero rows), and E = 2",
-          cases=("ties-e8", "ties-e5", "two-experts"), judge="weights",
+          cases=("ties-e8", "ties-e5", "two-experts", "extreme-logits-10x2"), judge="weights",
           traps=(WEIGHTS_NOT_RENORMALIZED,)),
     Check(id="strided-rows", todo=None, points=0,
           about="Note on given code: every other row of a larger tensor",
-          cases=("rows-sliced-20x8",), judge="twin"),
+          cases=("rows-sliced-20x8",), judge="twin", contract=True),
 ]  # fmt: skip
 
 REFERENCE = {
@@ -103,6 +111,11 @@ REFERENCE = {
     "renormalize": "total = p0 + p1\nw0 = p0 / total\nw1 = p1 / total",
 }
 _MASK_TOP1 = 'rest = tl.where(cols == i0, float("-inf"), probs)'
+# The two chosen logits, for weights computed from them instead of from p0 and p1.
+_LOGITS = """\
+l0 = tl.max(logits, axis=0)
+l1 = tl.max(tl.where(cols == i1, logits, float("-inf")), axis=0)
+"""
 
 GALLERY = [
     wrong("03-top2-not-masked", "the second max/argmax finds the top-1 again; the right "
@@ -119,6 +132,12 @@ GALLERY = [
     wrong("03-swapped-renormalization", "w0 and w1 swapped inside the renormalization",
           fills={"renormalize": "w0 = p1 / (p0 + p1)\nw1 = p0 / (p0 + p1)"},
           breaks="renormalize", failed=["renormalized-random"]),
+    wrong("03-weights-from-raw-logits", "the two chosen logits' softmax from exp() of the raw "
+          "logits: exact until exp overflows past 88 or underflows below -103",
+          fills={"renormalize": _LOGITS + "e0, e1 = tl.exp(l0), tl.exp(l1)\nw0 = e0 / (e0 + e1)\n"
+                                          "w1 = e1 / (e0 + e1)"},
+          failed=["renormalized-random", "renormalized-padded-experts",
+                  "renormalized-ties-and-two-experts"], breaks="renormalize"),
     wrong("03-top1-fill-zero", "the top-1 slot filled with 0: ties with probabilities that "
           "underflowed to 0", fills={"top2-mask": "rest = tl.where(cols == i0, 0.0, probs)"},
           traps=["top1-fill-too-high"], breaks="top2-mask", failed=["top2-dominant-logit"]),
@@ -140,6 +159,10 @@ GALLERY = [
           fills={"top2-mask": "rest = tl.where(cols == i0, -1.0, probs)"}),
     right("03-renormalize-one-minus", "w1 as 1 - w0",
           fills={"renormalize": "w0 = p0 / (p0 + p1)\nw1 = 1.0 - w0"}),
+    right("03-weights-from-logit-gap", "the weights from the two chosen logits' gap, as 05 "
+          "computes them: exp(l1 - l0) never overflows",
+          fills={"renormalize": _LOGITS + "e1 = tl.exp(l1 - l0)\nw0 = 1.0 / (1.0 + e1)\n"
+                                          "w1 = e1 / (1.0 + e1)"}),
     right("03-chapter", "the chapter's own kernel: its own names, torch.topk's check",
           file="chapter.py", integrity=True),
 ]  # fmt: skip

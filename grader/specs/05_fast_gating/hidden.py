@@ -1,5 +1,6 @@
 """Exercise 05 (performance track), the instructor's checks and gallery."""
 
+from grader import boundary
 from grader.gallery import right, wrong
 from grader.inputs import dominant, logits, round_to, ties
 from grader.model import Case, Check
@@ -25,20 +26,26 @@ CASES = [
     Case(name="ties-e8", about="exact ties: lowest index first", inputs=ties(8), config=ROWS_16),
     Case(name="dominant-e16", about="40 tokens x 16 experts, one logit 200 above the rest",
          inputs=dominant(405, 40, 16), config=ROWS_64),
+    boundary.extremes(406, 33, 12, config=ROWS_32),
+    Case(name="bf16-40x9", about="40 tokens x 9 experts (padded to 16), bfloat16",
+         inputs={"logits": round_to(logits(407, 40, 9)["logits"], "bfloat16")}, dtype="bfloat16",
+         config=ROWS_16),
 ]  # fmt: skip
 
 CHECKS = [
     # The weights come from given code here: a wrong row mapping is what shows in them. They are
     # judged first: until every token gets its own row, the experts a token was given say
-    # nothing about the top-2 search (that check is blocked, not failed).
+    # nothing about the top-2 search (that check is blocked, not failed). Given code edited out
+    # of exp's range (exp of raw logits) shows in them too: this check, the only judge of the
+    # weights, charges it, so that such a kernel never gets full marks.
     Check(id="fast-gating-weights", todo="rows-per-program", points=25,
           about="Renormalized weights for every token of every tile",
-          cases=("random-1000x64", "random-333x128", "random-77x8", "bf16-200x64", "negative-e6"),
-          judge="weights"),
+          cases=("random-1000x64", "random-333x128", "random-77x8", "bf16-200x64", "negative-e6",
+                 "extreme-logits-33x12"), judge="weights"),
     Check(id="fast-gating-top2", todo="top2-mask", points=25,
           about="Many rows per program, rows not a multiple of a tile, bfloat16, padded E, ties",
           cases=("random-1000x64", "random-333x128", "random-77x8", "bf16-200x64", "negative-e6",
-                 "ties-e8", "dominant-e16"), judge="top2",
+                 "ties-e8", "dominant-e16", "bf16-40x9"), judge="top2",
           traps=(TOP2_NOT_MASKED, TOP1_FILL_TOO_HIGH, TIES_NOT_LOWEST_INDEX),
           requires="rows-per-program"),
 ]  # fmt: skip
@@ -49,6 +56,9 @@ REFERENCE = {
 holds_top1 = i1 == i0[:, None]
 rest, rest_idx = tl.where(holds_top1, t2, t1), tl.where(holds_top1, i2, i1)""",
 }
+
+_E1 = "e1 = tl.exp(l1 - l0)"
+_W1 = "w1 = e1 / (1.0 + e1)"
 
 GALLERY = [
     wrong("05-top2-not-masked", "the best slot is picked again, so the top-1 comes back",
@@ -66,6 +76,19 @@ GALLERY = [
           "tile height): right at BLOCK_M = 16 only, rows skipped and written twice at 32 and 64",
           fills={"rows-per-program": "rows = pid * 16 + tl.arange(0, BLOCK_M)"},
           failed=["fast-gating-weights"], breaks="rows-per-program"),
+    wrong("05-bf16-padding-unmasked", "the 16-bit path loads whole chunks past E: padded "
+          "experts read whatever lies there (right whenever E is a power of two)",
+          edits=[("    x = tl.load(chunk_ptrs, mask=cols[None, :] < E, other=float(\"-inf\"))\n"
+                  "    k1 = _sort_key(x, cols[None, :])",
+                  "    x = tl.load(chunk_ptrs)\n    k1 = _sort_key(x, cols[None, :])")],
+          failed=["fast-gating-top2"], breaks="top2-mask"),
+    wrong("05-weights-from-raw-logits", "the given weights edited to exp() of each raw logit: "
+          "exact until exp overflows past 88 or underflows below -103",
+          edits=[(_E1, "e0, e1 = tl.exp(l0), tl.exp(l1)"), (_W1, "w1 = e1 / (e0 + e1)")],
+          failed=["fast-gating-weights"], breaks="rows-per-program"),
+    right("05-weights-as-sigmoid", "w1 as 1 / (1 + exp(l0 - l1)): exp may overflow to inf, "
+          "which gives w1 = 0, as it should",
+          edits=[(_E1 + "\n    " + _W1, "w1 = 1.0 / (1.0 + tl.exp(l0 - l1))")]),
     right("05-top2-mask-by-index-compare", "the top-1's slot found by comparing with each row's "
           "top-1 expert, written as one where per output",
           fills={"top2-mask": "rest = tl.where(i1 == i0[:, None], t2, t1)\n"

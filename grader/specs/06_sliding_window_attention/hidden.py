@@ -1,14 +1,18 @@
 """Exercise 06 (extensions track), the instructor's checks and gallery (TODO window-mask).
 
 Windows of every kind against the tiles: WINDOW = 1 (a row sees itself only), WINDOW >= N (plain
-causal attention), windows whose first key sits inside a tile, on a tile's first key (17) and on
-a tile's last key (18: a lower bound one key too late skips it), uneven tiles, M != N. Two
-hostile cases: scores that fall by 8 per key position, so that the keys just older than a row's
-window score up to 250 above the window's own (a mask applied after the max and the exponential
-loses the row), and scores near -150 (a finite mask value like -100 would beat them). Strides
-and half-precision inputs are handled by given code: they are 0-point notes.
+causal attention), windows whose first key sits on a tile's last key (18: a lower bound one key
+too late skips it), and, for 16x16, 16x32 and 32x16 tiles, windows one short of, a whole number
+of and one past key tiles, wider than a block and a tile together, so that a block's window edge
+lies apart from its diagonal (with 32-row blocks it crosses three 16-key tiles); M < N and M > N
+one past and one short of a tile (``grader.boundary``). Two hostile cases: scores that fall by 8
+per key position, so that the keys just older than a row's window score up to 250 above the
+window's own (a mask applied after the max and the exponential loses the row), and scores near
+-150 (a finite mask value like -100 would beat them). Strides and half-precision inputs are
+handled by given code: they are 0-point notes.
 """
 
+from grader import boundary
 from grader.gallery import right, wrong
 from grader.inputs import all_low, future_high, growing, qkv
 from grader.model import Case, Check
@@ -18,33 +22,20 @@ from grader.traps import WINDOW_IGNORED, WINDOW_OFF_BY_ONE
 CASES = [
     Case(name="square-48-w10", about="M=N=48, D=16, WINDOW=10: the worked example's shape",
          inputs=qkv(160, 48, 48, 16), causal=True, window=10),
-    Case(name="mid-tile-64-w21",
-         about="M=N=64, D=16, WINDOW=21: later blocks' windows begin inside a key tile",
-         inputs=qkv(161, 64, 64, 16), causal=True, window=21),
     Case(name="w1-32", about="M=N=32, D=16, WINDOW=1: each row sees its own key only",
          inputs=qkv(162, 32, 32, 16), causal=True, window=1),
-    Case(name="tile-start-64-w17",
-         about="M=N=64, D=16, WINDOW=17: each block's first row's window begins on a tile's "
-         "first key", inputs=qkv(163, 64, 64, 16), causal=True, window=17),
     Case(name="tile-end-64-w18",
          about="M=N=64, D=16, WINDOW=18: each block's first row's window begins on a tile's "
          "last key", inputs=qkv(164, 64, 64, 16), causal=True, window=18),
     Case(name="w-gt-n-40-w64", about="M=N=40, D=16, WINDOW=64 > N: plain causal attention",
          inputs=qkv(165, 40, 40, 16), causal=True, window=64),
-    Case(name="m-lt-n-24x56-w9", about="M=24, N=56, D=16, WINDOW=9: fewer queries than keys",
-         inputs=qkv(166, 24, 56, 16), causal=True, window=9),
-    Case(name="m-gt-n-56x24-w40",
-         about="M=56, N=24, D=24, WINDOW=40: more queries than keys; rows past 39 lose the "
-         "first keys", inputs=qkv(167, 56, 24, 24), causal=True, window=40),
-    Case(name="ragged-37x53-d24-w13",
-         about="M=37, N=53, D=24, WINDOW=13: nothing is a multiple of a tile",
-         inputs=qkv(168, 37, 53, 24), causal=True, window=13),
-    Case(name="tiles-16x32-w20", about="M=N=48, D=16, WINDOW=20, 16-row by 32-key tiles",
-         inputs=qkv(169, 48, 48, 16), block_m=16, block_n=32, causal=True, window=20),
-    Case(name="tiles-32x16-w5",
-         about="M=N=48, D=16, WINDOW=5, 32-row by 16-key tiles: most rows see nothing in the "
-         "block's first key tile", inputs=qkv(170, 48, 48, 16), block_m=32, block_n=16,
-         causal=True, window=5),
+    # Windows one key short of key tiles: a block's last row's window edge on a tile's first key.
+    # (With 32x16 tiles, 31 keys: rows past N + WINDOW - 1 would see no key at all.)
+    *boundary.attention([*boundary.ragged(16, 16, window=15)[:2],
+                         *boundary.ragged(16, 32, window=31)[:2],
+                         *boundary.ragged(32, 16, window=31)[:2]], 186),
+    *boundary.attention(boundary.windows(16, 16), 192),
+    *boundary.attention(boundary.windows(16, 32) + boundary.windows(32, 16), 195),
     Case(name="grow-blocks-16x32-w40",
          about="M=N=96, D=32, WINDOW=40, 16x32 tiles; every key block raises the row maxima",
          inputs=growing(171, 96, 96, 32, 32), block_m=16, block_n=32, causal=True, window=40),
@@ -67,20 +58,22 @@ CHECKS = [
     # WINDOW = 1 comes last: there the one-key-short window is all NaN, which names no trap.
     Check(id="window-square", todo="window-mask", points=8,
           about="M = N: the worked example's shape, windows beginning inside a tile, WINDOW = 1",
-          cases=("square-48-w10", "mid-tile-64-w21", "w1-32"), judge="output",
+          cases=("square-48-w10", "window-64x64-w47", "w1-32"), judge="output",
           traps=WINDOW_TRAPS),
     Check(id="window-edges", todo="window-mask", points=5,
           about="Windows beginning on a tile's first and last key; WINDOW > N",
-          cases=("tile-start-64-w17", "tile-end-64-w18", "w-gt-n-40-w64"), judge="output",
-          traps=WINDOW_TRAPS),
+          cases=("window-64x64-w48", "window-64x64-w33", "tile-end-64-w18", "w-gt-n-40-w64"),
+          judge="output", traps=WINDOW_TRAPS),
     Check(id="window-rectangular", todo="window-mask", points=5,
           about="M != N (top-left alignment), ragged shapes",
-          cases=("m-lt-n-24x56-w9", "m-gt-n-56x24-w40", "ragged-37x53-d24-w13"),
+          cases=("window-17x31-w15", "window-31x17-w15", "window-33x63-w31-16x32",
+                 "window-63x33-w31-16x32", "window-33x63-w31-32x16", "window-63x33-w31-32x16"),
           judge="output", traps=WINDOW_TRAPS),
     Check(id="window-tiles", todo="window-mask", points=4,
           about="Tiles of 16x32 and 32x16; key blocks that raise the running maximum",
-          cases=("tiles-16x32-w20", "tiles-32x16-w5", "grow-blocks-16x32-w40"),
-          judge="output", traps=WINDOW_TRAPS),
+          cases=("window-80x80-w63-16x32", "window-80x80-w64-16x32", "window-96x96-w65-16x32",
+                 "window-96x96-w63-32x16", "window-96x96-w64-32x16", "window-96x96-w49-32x16",
+                 "grow-blocks-16x32-w40"), judge="output", traps=WINDOW_TRAPS),
     Check(id="window-hostile", todo="window-mask", points=3,
           about="Keys just older than a row's window scoring up to 250 above it; scores near "
           "-150", cases=("old-keys-high", "old-keys-high-16x32", "all-scores-low"),
@@ -89,7 +82,8 @@ CHECKS = [
 ]  # fmt: skip
 
 LO = "lo = tl.maximum(pid_m * BLOCK_M - WINDOW + 1, 0) // BLOCK_N * BLOCK_N"
-MASK = "visible = visible & (offs_m[:, None] - offs_n[None, :] < WINDOW)"
+_IN_WINDOW = "offs_m[:, None] - offs_n[None, :] < WINDOW"
+MASK = f"visible = visible & ({_IN_WINDOW})"
 REFERENCE = {"window-mask": (LO, MASK)}
 
 _WHERE = 'scores = tl.where(visible, scores, float("-inf"))'
@@ -136,6 +130,16 @@ GALLERY = [
           "key, that tile is skipped",
           fills=_lo("tl.maximum(pid_m * BLOCK_M - WINDOW + 2, 0) // BLOCK_N * BLOCK_N"),
           failed=["window-edges"], breaks="window-mask"),
+    wrong("06-mask-first-two-tiles", "the window condition only on the first two key tiles "
+          "from lo, where a 16-row block's window edge always lies: a 32-row block's edge can "
+          "cross three 16-key tiles",
+          fills=_mask(f"(n0 >= lo + 2 * BLOCK_N) | ({_IN_WINDOW})"), failed=["window-tiles"],
+          breaks="window-mask"),
+    wrong("06-edge-tiles-one-early", "the window condition skipped on tiles from the block's "
+          "last row's oldest key on, counted one key early (last row - WINDOW): a tile that "
+          "starts on the key just outside that row's window goes unmasked",
+          fills=_mask(f"(n0 >= (pid_m + 1) * BLOCK_M - 1 - WINDOW) | ({_IN_WINDOW})"),
+          failed=["window-square", "window-rectangular", "window-tiles"], breaks="window-mask"),
     wrong("06-mask-after-exp", "the mask zeroes p after the max and exp saw every loaded key: "
           "exact on ordinary scores, lost when an older key scores 100 above the window",
           edits=[(f"        {_WHERE}\n", ""),
@@ -151,6 +155,12 @@ GALLERY = [
           "window", fills={"window-mask": ("lo = 0", MASK)}),
     right("06-lo-unaligned", "the loop starts at the first row's oldest key itself, not at its "
           "tile's start", fills=_lo("tl.maximum(pid_m * BLOCK_M - WINDOW + 1, 0)")),
+    right("06-edge-tiles-only", "the window condition only on the tiles before the block's last "
+          "row's oldest key: every later tile lies inside every row's window",
+          fills=_mask(f"(n0 >= (pid_m + 1) * BLOCK_M - WINDOW) | ({_IN_WINDOW})")),
+    right("06-mask-first-tiles", "the window condition on the tiles from lo up to BLOCK_M + "
+          "BLOCK_N keys on, as far as a block's window edge reaches",
+          fills=_mask(f"(n0 >= lo + BLOCK_M + BLOCK_N) | ({_IN_WINDOW})")),
     right("06-window-as-key-bound", "the window written as a lower bound on the key's position",
           fills=_mask("offs_n[None, :] >= offs_m[:, None] - WINDOW + 1")),
     right("06-mask-in-one-where", "the window condition written straight into the where",

@@ -1,0 +1,155 @@
+"""The generator of boundary cases (grader/boundary.py): the classes it derives for a tile set
+(residues modulo the tiles, M != N both ways, windows whose edge lies apart from the diagonal
+and crosses three key tiles under 32-row blocks, creeping maxima, logits out of exp's range),
+and the hidden specs that must draw their cases from it. Nothing here launches a kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grader import boundary, specs
+from kata import oracles
+
+TILES = [(16, 16), (16, 32), (32, 16)]
+EDGES = {-1, 0, 1}
+
+
+@pytest.mark.parametrize("block_m, block_n", TILES)
+def test_ragged_sizes_sit_on_every_tile_edge(block_m, block_n):
+    shapes = boundary.ragged(block_m, block_n)
+    for tile in {block_m, block_n}:  # both tile sizes, for M and for N
+        assert {boundary.residue(s.M, tile) for s in shapes} == EDGES
+        assert {boundary.residue(s.N, tile) for s in shapes} == EDGES
+    assert {np.sign(s.M - s.N) for s in shapes} == {-1, 0, 1}  # M < N, M > N, M = N
+    for s in shapes:
+        assert (s.block_m, s.block_n) == (block_m, block_n) and s.window is None
+        assert max(s.M, s.N) > max(block_m, block_n)  # more than one tile: a loop, not one step
+        assert f"M={s.M}" in s.about or f"M=N={s.M}" in s.about
+
+
+@pytest.mark.parametrize("block_m, block_n", TILES)
+def test_windows_sit_on_key_tile_edges_apart_from_the_diagonal(block_m, block_n):
+    shapes = boundary.windows(block_m, block_n)
+    assert {boundary.residue(s.window, block_n) for s in shapes} == EDGES
+    for s in shapes:
+        assert s.window > block_m + block_n and s.window < s.N  # wider than both; not causal
+        starts = boundary.first_keys(s)
+        assert starts, f"{s.name}: no block's window begins past key 0"
+        r0, oldest = starts[0]
+        newest = min(r0 + block_m, s.M) - s.window  # the block's last row's oldest key
+        assert newest // block_n < r0 // block_n, f"{s.name}: the edge reaches the diagonal"
+        assert f"WINDOW={s.window}" in s.about
+    most = max(boundary.edge_tiles(s) for s in shapes)
+    # A block's window edge holds block_m consecutive keys: three 16-key tiles for 32 rows.
+    assert most == (3 if block_m > block_n else 2 if block_m == block_n else 1)
+
+
+def test_ragged_windows_are_one_short_of_a_tile():
+    shapes = boundary.ragged(16, 16, window=15)
+    assert all(s.window == 15 and boundary.residue(s.window, 16) == -1 for s in shapes)
+    assert len({s.name for s in shapes}) == len(shapes)
+
+
+def test_no_window_case_has_a_row_without_keys():
+    # Row i sees keys i - WINDOW + 1 .. i below N: none at all once i - WINDOW + 1 >= N.
+    with pytest.raises(ValueError, match="see no key"):
+        boundary.attention(boundary.ragged(32, 16, window=15), 0)
+    cases = specs.load("06_sliding_window_attention", "hidden").cases.values()
+    for c in cases:
+        M, N = len(c.inputs["q"]), len(c.inputs["k"])
+        assert oracles.causal_mask(M, N, c.window).any(axis=1).all(), c.name
+
+
+def test_maxima_creep_by_a_thousandth_per_key_tile():
+    case = boundary.creep(1)
+    q, k = (case.inputs[n].astype(np.float64) for n in "qk")
+    scores = q @ k.T / np.sqrt(q.shape[1])
+    tile_max = scores.reshape(len(q), -1, case.block_n).max(axis=2)
+    steps = np.diff(tile_max, axis=1)
+    assert np.allclose(steps, 1e-3, atol=1e-6)  # every row, every tile
+    assert np.exp(-steps).min() > 0.99  # alpha: a rescale skipped near 1 is skipped here
+
+
+@pytest.mark.parametrize("E", [2, *boundary.experts(8)])
+def test_extreme_logits_leave_exps_range(E):
+    kinds = ("high", "low", "mixed", "tie-high", "tie-low")
+    x = boundary.extremes(3, 10, E, kinds).inputs["logits"].astype(np.float64)
+    high, low, mixed, tie_high, tie_low = (x[i :: len(kinds)] for i in range(len(kinds)))
+    assert (high > 88).all() and (low < -100).all()
+    assert ((mixed > 88).any(axis=1) & (mixed < -100).any(axis=1)).all()
+    assert (tie_high == tie_high[:, :1]).all() and (tie_low == tie_low[:, :1]).all()
+    assert np.isfinite(oracles.softmax(x)).all()  # the oracle subtracts each row's maximum
+    with np.errstate(over="ignore", invalid="ignore"):
+        raw = np.exp(x.astype(np.float32))
+        assert not np.isfinite(raw / raw.sum(axis=1, keepdims=True)).all()
+
+
+def test_experts_are_not_powers_of_two():
+    assert all(E & (E - 1) for E in boundary.experts(8))
+
+
+# ---- the hidden specs draw their cases from the generator ----------------------------------
+
+
+def _cases_of(stem: str, check_id: str):
+    spec = specs.load(stem, "hidden")
+    check = next(c for c in spec.checks if c.id == check_id)
+    assert check.points > 0
+    return [spec.cases[n] for n in check.cases]
+
+
+def _paid_cases(stem: str):
+    spec = specs.load(stem, "hidden")
+    return {n: spec.cases[n] for c in spec.checks if c.points for n in c.cases}
+
+
+@pytest.mark.parametrize("stem, tiles", [
+    ("01_flash_attention_core", [(16, 16), (16, 32)]),
+    ("02_causal_flash_attention", TILES),
+    ("06_sliding_window_attention", TILES),
+])  # fmt: skip
+def test_attention_specs_pay_for_every_edge_of_their_tiles(stem, tiles):
+    cases = _paid_cases(stem).values()
+    for block_m, block_n in tiles:
+        ours = [c for c in cases if (c.block_m, c.block_n) == (block_m, block_n)]
+        Ns = {len(c.inputs["k"]) for c in ours}
+        for tile in {block_m, block_n}:
+            assert {boundary.residue(n, tile) for n in Ns} >= EDGES, (block_m, block_n, tile)
+        # Query rows only meet block_m: the last block's rows, whatever the key tiles.
+        Ms = {len(c.inputs["q"]) for c in cases if c.block_m == block_m}
+        assert {boundary.residue(m, block_m) for m in Ms} >= EDGES, (block_m, block_n)
+        shapes = {(len(c.inputs["q"]), len(c.inputs["k"])) for c in ours}
+        assert any(m < n for m, n in shapes) and any(m > n for m, n in shapes)
+
+
+def test_window_spec_pays_for_window_edges_and_three_tile_spans():
+    cases = _paid_cases("06_sliding_window_attention")
+    for block_m, block_n in TILES:
+        for shape in boundary.windows(block_m, block_n):
+            assert shape.name in cases
+    spans = [
+        boundary.edge_tiles(boundary.Shape(len(c.inputs["q"]), len(c.inputs["k"]), c.block_m,
+                                           c.block_n, window=c.window))
+        for c in cases.values()
+    ]  # fmt: skip
+    assert max(spans) >= 3
+
+
+def test_rescale_is_paid_on_creeping_maxima():
+    assert "creeping-max-16x64" in {c.name for c in _cases_of("01_flash_attention_core",
+                                                               "running-max-grows")}  # fmt: skip
+
+
+@pytest.mark.parametrize("stem, check_id", [
+    ("03_moe_gating", "renormalized-random"),
+    ("03_moe_gating", "renormalized-padded-experts"),
+    ("03_moe_gating", "renormalized-ties-and-two-experts"),
+    ("05_fast_gating", "fast-gating-weights"),
+])  # fmt: skip
+def test_every_weights_check_sees_logits_out_of_exps_range(stem, check_id):
+    rows = np.concatenate([c.inputs["logits"].max(axis=1) for c in _cases_of(stem, check_id)])
+    lows = np.concatenate([c.inputs["logits"].min(axis=1) for c in _cases_of(stem, check_id)])
+    assert (rows < -100).any(), "a row wholly below -100"
+    assert (lows > 88).any(), "a row wholly above 88"
+    assert ((rows > 88) & (lows < -100)).any(), "a row with both"
