@@ -17,6 +17,7 @@ from pathlib import Path
 
 from grader import figures
 from grader.engines.task import files, read_json
+from grader.report import zeroed
 from grader.traps import TRAPS
 
 # Messages that mean the grader, not the submission, failed (grader.runner, grader.plugin).
@@ -129,7 +130,7 @@ def summary(students: list[Student]) -> dict:
             if ex.get("integrity") and not ex["integrity"].get("ok", True):
                 integrity.append({"student": s.name, "exercise": ex["id"],
                                   "lines": ex["integrity"].get("lines", []),
-                                  "zeroed": ex["integrity"].get("strict_zeroed", False)})  # fmt: skip
+                                  "zeroed": bool(zeroed(ex["integrity"]))})  # fmt: skip
             for c in ex.get("checks", []):
                 row = checks.setdefault((ex["id"], c["id"]), {
                     "exercise": ex["id"], "check": c["id"], "passed": 0, "graded": 0,

@@ -73,6 +73,11 @@ class Check:
     # told apart from a wrong exp2 scale): until then a failure here is "blocked", not "failed".
     requires: str | None = None
     proof: Callable[[list[Case]], None] | None = None  # a chapter demonstration, kept as a check
+    # A note on inputs the exercise's contract accepts (strided tensors: the chapter's kernels
+    # take strides). It costs nothing on its own; failed by a file that edited given code, it
+    # costs the exercise (grader.runner). False: inputs outside the contract (float16 into the
+    # chapter's float32 kernels), which never cost anything.
+    contract: bool = False
 
     def __post_init__(self):
         if self.todo is None and self.points:

@@ -17,6 +17,18 @@ SCHEMA_VERSION = "3.0"
 STATUSES = ("passed", "failed", "blocked", "error")
 
 
+def zeroed(integrity: dict | None) -> str | None:
+    """Why an exercise edited outside its TODO regions scored 0, or None."""
+    if not integrity:
+        return None
+    if integrity.get("contract_zeroed"):
+        return ("its edits of given code break inputs the exercise's contract accepts (a note on "
+                "them failed)")  # fmt: skip
+    if integrity.get("strict_zeroed"):
+        return "strict grading"
+    return None
+
+
 @dataclass
 class CheckResult:
     id: str
@@ -47,7 +59,7 @@ class ExerciseResult:
     duration_s: float = 0.0
     output: str = ""  # what the submission printed, cut to its head and tail
     error: str | None = None  # why no check could run, when that is the case
-    # {"ok", "lines", "diff", "strict_zeroed", "findings"}; None: no file
+    # {"ok", "lines", "diff", "strict_zeroed", "contract_zeroed", "findings"}; None: no file
     integrity: dict | None = None
     warnings: list[str] = field(default_factory=list)
     performance: dict | None = None  # performance track only: timings, speedups, points
@@ -124,9 +136,12 @@ class Report:
         lines = [f"{self.score}/{self.max_score} on {self.device}; traps found: {found}"]
         for ex in self.exercises:
             if ex.integrity and not ex.integrity["ok"]:
-                zeroed = " (scored 0: strict grading)" if ex.integrity.get("strict_zeroed") else ""
-                lines.append(f"{ex.id}: changed outside its TODO regions{zeroed}, skeleton "
+                why = zeroed(ex.integrity)
+                shown = f" (scored 0: {why})" if why else ""
+                lines.append(f"{ex.id}: changed outside its TODO regions{shown}, skeleton "
                              f"line(s) {', '.join(map(str, ex.integrity['lines']))}")  # fmt: skip
+            for finding in (ex.integrity or {}).get("findings", []):
+                lines.append(f"{ex.id}: not run: {finding['message']}")
         return {
             "score": self.score,
             "execution_time": round(self.duration_s, 2),

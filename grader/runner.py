@@ -234,6 +234,10 @@ def _zero(spec: specs.Spec, file: Path, message: str, **extra) -> ExerciseResult
                           checks, error=message, **extra)  # fmt: skip
 
 
+def spec_check(spec: specs.Spec, check_id: str):
+    return next(c for c in spec.checks if c.id == check_id)
+
+
 def _compiled(record: dict | None) -> dict | None:
     """What the report says of the compile for the GPU: None where the kernels ran compiled."""
     if record is None:
@@ -270,7 +274,7 @@ def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path | 
     found = skeletons.check(skeleton, text)
     findings = screen.screen(skeleton, text, found) if screened else []
     integrity = {"ok": found.ok, "lines": found.lines, "diff": found.diff, "strict_zeroed": False,
-                 "findings": [asdict(f) for f in findings]}  # fmt: skip
+                 "contract_zeroed": False, "findings": [asdict(f) for f in findings]}  # fmt: skip
     warnings = interpreter_only(text) if backend == "interpreter" else []
     if findings:  # never run, never paid (grader.screen says why)
         shown = "; ".join(f.message for f in findings[:3])
@@ -289,8 +293,14 @@ def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path | 
         integrity=integrity, warnings=warnings + status.get("warnings", []),
         compiled=_compiled(ran.compiled),
     )  # fmt: skip
+    # Given code was edited, and the kernel is wrong on an input the exercise's contract accepts:
+    # the mistake is in code no TODO check judges, so the exercise as a whole pays for it.
+    broken = [c.id for c in result.checks if c.note and c.status != "passed"
+              and spec_check(spec, c.id).contract]  # fmt: skip
+    integrity["contract_zeroed"] = bool(not found.ok and broken)
     if strict and not found.ok:
         integrity["strict_zeroed"] = True
+    if integrity["strict_zeroed"] or integrity["contract_zeroed"]:
         for c in result.checks:
             c.points = 0
         result.score = 0

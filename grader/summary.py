@@ -12,7 +12,7 @@ import textwrap
 import threading
 from pathlib import Path
 
-from grader.report import ExerciseResult, Report
+from grader.report import ExerciseResult, Report, zeroed
 from grader.traps import TRAPS
 from kata import commands, terminal
 from kata.catalogue import EXERCISES
@@ -86,9 +86,10 @@ class Printer:
             said.add(c.message)  # identical messages are said once per exercise
             self._wrapped(c.message, 9)
         if ex.integrity and not ex.integrity["ok"]:
-            zeroed = ": scored 0 (--strict)" if ex.integrity.get("strict_zeroed") else ""
+            why = zeroed(ex.integrity)
+            shown = f": scored 0 ({why})" if why else ""
             lines = ", ".join(map(str, ex.integrity["lines"][:8]))
-            self._wrapped(f"! edited outside its TODO regions (skeleton line(s) {lines}){zeroed}; "
+            self._wrapped(f"! edited outside its TODO regions (skeleton line(s) {lines}){shown}; "
                           "the report's integrity entry has the diff", 2)  # fmt: skip
         for warning in ex.warnings:
             self._wrapped(f"! {warning}", 2)

@@ -15,7 +15,8 @@ repository, or recipes in ``case.toml`` built from the kata's own solutions and 
     [expect.NN]                 score ("full" or points), status (every check's), traps, error
                                 / messages / warnings / findings / diff (regular expressions:
                                 findings are the static screen's, diff the integrity diff's),
-                                line_of, integrity_ok, strict_zeroed, output_cut, max_seconds
+                                line_of, integrity_ok, strict_zeroed, contract_zeroed,
+                                output_cut, max_seconds
     [expect_cuda.NN]            replaces [expect.NN] when kernels are compiled on a GPU
     [target]                    files that must be absent / present in the target afterwards
     [after] wait = 5            the report on disk must be unchanged this many seconds after the
@@ -114,8 +115,9 @@ def check_exercise(case: str, got: dict, want: dict, target: Path) -> None:
         assert any(re.search(pattern, f) for f in findings), (where, pattern, findings)
     if "findings" not in want:
         assert findings == [], (where, findings)
-    if "strict_zeroed" in want:
-        assert got["integrity"]["strict_zeroed"] == want["strict_zeroed"], where
+    for key in ("strict_zeroed", "contract_zeroed"):
+        if key in want:
+            assert got["integrity"][key] == want[key], (where, got["integrity"])
     if want.get("output_cut"):
         head, _, tail = got["output"].partition("bytes of output left out")
         assert int(re.search(r"\[\.\.\. (\d+) $", head).group(1)) >= 51_000_000 - 2 * OUTPUT_LIMIT

@@ -43,7 +43,7 @@ def attention_cases(seed: int, *, causal: bool = False, windows=(None, None)) ->
 ATTENTION_NOTES = [
     Check(id="strided-inputs", todo=None, points=0,
           about="Note on given code: q transposed in memory, k and v every other column",
-          cases=("strided",), judge="twin"),
+          cases=("strided",), judge="twin", contract=True),
     Check(id="half-precision-inputs", todo=None, points=0,
           about="Note on given code: float16 q, k, v (the chapter uses float32)",
           cases=("fp16-inputs",), judge="twin"),
