@@ -161,6 +161,12 @@ if (ROOT / "solutions").is_dir():
         session.run(python, "-m", "ruff", "format", "--check", ".")
 
     @nox.session
+    def mutants(session: nox.Session) -> None:
+        """Mutation testing of the hidden checks: every small slip in a TODO region's reference
+        code must lose points, or be listed as equivalent with its reason (docs/mutants.md)."""
+        session.run(_env_python(session), "-m", "grader.mutants", *session.posargs)
+
+    @nox.session
     def e2e(session: nox.Session) -> None:
         """End to end: a class graded, resumed and shown in a browser; the handout and the
         Gradescope bundle unpacked and run (the tests marked e2e)."""

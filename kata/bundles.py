@@ -23,14 +23,16 @@ from kata.catalogue import ALL_EXERCISES, ROOT
 
 DIST = ROOT / "dist"
 # The instructors' tools, left out of the handout with every spec's hidden part.
-INSTRUCTOR_TOOLS = {"gallery.py", "validate.py", "static.py", "docs.py", "batch.py", "gradescope.py"}  # fmt: skip
-INSTRUCTOR_DOCS = {"instructors.md", "bench_h200.json"}  # not for the student handout
+INSTRUCTOR_TOOLS = {"gallery.py", "validate.py", "static.py", "docs.py", "batch.py", "gradescope.py",
+                    "mutants.py", "boundary.py"}  # fmt: skip
+INSTRUCTOR_DOCS = {"instructors.md", "bench_h200.json", "mutants.md"}  # not for the student handout
 
 
 def instructors_only(relative: Path) -> bool:
     """The one rule of the handout: hidden checks, galleries and instructor tools stay out."""
     parts = relative.parts
-    if parts[:2] == ("grader", "specs") and (relative.name == "hidden.py" or "gallery" in parts):
+    hidden = ("hidden.py", "equivalent-mutants.toml")  # the latter quotes the reference code
+    if parts[:2] == ("grader", "specs") and (relative.name in hidden or "gallery" in parts):
         return True
     if parts[:2] == ("grader", "engines"):  # batch grading's engines, for instructors
         return True
