@@ -143,8 +143,8 @@ def launch(spec: specs.Spec, text: str, file: Path, backend: str, timeout: float
         configs, refused = compiled["configs"], compiled["failed"]
     job = _job(spec, text, file, cases, configs=configs, refused=refused,
                timing=list(spec.timing) if timed else [])  # fmt: skip
-    limit = max(timeout - result.seconds, 10.0)  # the compiler's time comes out of the limit
-    records, done = _child(job, backend, limit)
+    # One limit for the exercise: the compiler's time comes out of it (and the message names it).
+    records, done = _child(job, backend, max(timeout - result.seconds, 1.0))
     result.output, result.seconds = done.output, round(result.seconds + done.seconds, 2)
     for fields, arrays in records:
         kind = fields.pop("kind")
@@ -160,7 +160,7 @@ def launch(spec: specs.Spec, text: str, file: Path, backend: str, timeout: float
             result.status = fields
         elif kind == "timing":
             result.timing = fields
-    stopped = done.stopped(limit)
+    stopped = done.stopped(timeout)
     if result.status is None:
         result.error = f"the submission's process {stopped or EXITED_AT_IMPORT}"
     elif result.status.get("error"):
