@@ -417,6 +417,52 @@ def _arrays(torch, interfaces, outputs: dict) -> dict:
     return found
 
 
+def warm_up(kernel, interface, torch, cases, configs: dict) -> None:
+    """On a GPU, compile every launch the cases will make, several at once, before the first one
+    runs: Triton compiles each new signature at its first launch, one after another, and that
+    is most of a cold grading's time. A compile that fails here fails again at its launch,
+    where the case gets its message; ``KATA_COMPILE_THREADS=0`` turns this off."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kata import runtime
+
+    threads = int(os.environ.get("KATA_COMPILE_THREADS", min(8, os.cpu_count() or 1)))
+    if threads <= 0:
+        return
+    _, heuristics, inner = _layers(kernel)
+    launches, seen = [], set()
+    for case in cases:
+        recorder = Recorder()
+        try:
+            interface.launch(torch, recorder, case, runtime.DEVICE)
+        except Exception:  # noqa: BLE001  (the case itself will say)
+            continue
+        for args, kwargs in recorder.calls:
+            for config in _runs(case, configs, interpreter=False):
+                launch = {**kwargs, **(config or {})}
+                named = {**dict(zip(inner.arg_names, args)), **launch}
+                for layer in heuristics:
+                    for key, rule in layer.values.items():
+                        launch[key] = named[key] = rule(named)
+                if config is None and _layers(kernel)[0] is not None:
+                    continue  # the kernel's own autotuner picks: it compiles what it tries
+                key = _signature_key(args, launch) + (tuple(getattr(a, "stride", lambda: ())()
+                                                            for a in args),)  # fmt: skip
+                if key not in seen:
+                    seen.add(key)
+                    launches.append((args, launch))
+
+    def compile_one(item):
+        args, launch = item
+        try:
+            inner.warmup(*args, grid=(1,), **launch)
+        except Exception:  # noqa: BLE001
+            pass
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(compile_one, launches))
+
+
 # What a configuration sets that changes only how a compiled kernel runs, not what it computes.
 SCHEDULE = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
@@ -519,6 +565,8 @@ def main(fd: int, job: dict) -> int:
             interface.launch(torch, recorder, case, runtime.DEVICE)
             args, kwargs = recorder.calls[0]
             configs[case.name] = own_configs(kernel, args, kwargs)
+    if runtime.DEVICE == "cuda":
+        warm_up(kernel, interface, torch, job["cases"], configs)
     refused = {(name, label): message for name, label, message in job.get("refused", [])}
     # Correctness launches share the GPU with other exercises' launches, never with a timing.
     with timing.gpu_shared() if runtime.DEVICE == "cuda" else contextlib.nullcontext():
