@@ -297,7 +297,7 @@ def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path | 
     # the mistake is in code no TODO check judges, so the exercise as a whole pays for it.
     broken = [c.id for c in result.checks if c.note and c.status != "passed"
               and spec_check(spec, c.id).contract]  # fmt: skip
-    integrity["contract_zeroed"] = bool(not found.ok and broken)
+    integrity["contract_zeroed"] = bool(not found.ok and broken and result.score)
     if strict and not found.ok:
         integrity["strict_zeroed"] = True
     if integrity["strict_zeroed"] or integrity["contract_zeroed"]:

@@ -266,7 +266,11 @@ def test_script_02_shows_the_non_causal_kernel_fails_the_causal_task(scripts):
 def test_script_03_reproduces_the_chapter(scripts):
     rc, out = solution_script(scripts, "03")
     assert rc == 0, out
-    assert "raw top-2 sums range 0.36..0.72, mean 0.558" in out
+    # The chapter's figures, to the digits the example prints: float32 results differ between
+    # machines from the seventh digit, and a different kernel moves them in the first or second.
+    found = re.search(r"raw top-2 sums range (\S+)\.\.(\S+), mean (\S+):", out)
+    assert found and found.groups()[:2] == ("0.36", "0.72"), out
+    assert abs(float(found[3]) - 0.5584) <= 1e-4, out
     assert re.search(r"ok\s+indices equal torch\.topk\s+True", out)
     found = verdicts(out)
     for label in ("w0 vs renormalized top-1 probability", "w1 vs renormalized top-2 probability",
