@@ -61,16 +61,17 @@ def _zip(path: Path, entries: dict[str, bytes | Path], executable: set[str] = fr
 
 
 def handout_readme() -> bytes:
-    """The README without instructor-only sections, its test command swapped for the examples."""
+    """The README without instructor-only sections, and a word on the handout's checks."""
     text = (ROOT / "README.md").read_text()
     text = re.sub(
         r"<!-- instructors-only -->.*?<!-- /instructors-only -->\n?", "", text, flags=re.S
     )
-    text = text.replace(".venv/bin/nox -s tests", ".venv/bin/nox -s run")
     text = text.replace(
-        "The second runs the repository's own tests.",
-        "The second runs the worked example of each exercise file. The grader in this handout "
-        "uses public checks; your instructor grades with hidden ones.",
+        "It runs exercise 01's worked example on your file and prints one line per comparison (`!!`\n"
+        "until the TODO is done, `ok` after).",
+        "It runs exercise 01's worked example on your file and prints one line per comparison (`!!`\n"
+        "until the TODO is done, `ok` after). The grader in this handout uses public checks; your\n"
+        "instructor grades with hidden ones.",
     )
     return text.encode()
 
