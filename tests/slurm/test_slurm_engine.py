@@ -123,11 +123,13 @@ def local_book(klass):
 
 @pytest.fixture(scope="module")
 def time_limit_run():
-    """Started beside the Slurm class run: a student whose file sleeps for an hour, graded with
-    a grader timeout (600 s) beyond the task's Slurm time limit (--time 1 minute)."""
+    """Started beside the Slurm class run: a student whose file loops forever when imported,
+    graded with a grader timeout (600 s) beyond the task's Slurm time limit (--time 1 minute).
+    (A loop, not time.sleep: an added import of time is a finding of the static screen, and a
+    file it stops is never run.)"""
     subs = WORK / "sleeper"
     copy(subs / "ivy", S)
-    prepend(subs / "ivy" / "01_flash_attention_core.py", "import time\ntime.sleep(3600)\n")
+    prepend(subs / "ivy" / "01_flash_attention_core.py", "while True:\n    pass\n")
     proc = spawn("slurm engine, --time 1 for a student who sleeps", "--engine", "slurm",
                  "--submissions", subs, "--out", WORK / "out-time-limit", "--time", "1",
                  "--device", "interpreter", "--timeout", "600")  # fmt: skip
@@ -218,7 +220,11 @@ def test_emitted_sbatch_script_and_gather(klass, local_book):
 
 
 def test_ctrl_c_cancels_the_array(klass):
-    subs, out = WORK / "pair", WORK / "out-ctrl-c"
+    # ada loops forever at import (eve's file): her task surely runs when Ctrl-C comes, however
+    # fast a grading is.
+    subs, out = WORK / "slow-pair", WORK / "out-ctrl-c"
+    shutil.copytree(klass / "eve", subs / "ada")
+    shutil.copytree(klass / "bob", subs / "bob")
     proc = spawn("slurm engine, Ctrl-C while grading", "--engine", "slurm", "--submissions", subs,
                  "--out", out, "--max-parallel", "1", "--device", "interpreter")  # fmt: skip
     job = wait_running(out, "ada")

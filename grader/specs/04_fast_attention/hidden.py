@@ -91,6 +91,12 @@ GALLERY = [
           "the wrong rows", fills={"causal-stages": _STAGE_2.format(
               strides="stride_ks // 2, stride_vs // 2", hi="(pid_m + 1) * BLOCK_M")},
           breaks="causal-stages", failed=["fast-attention-causal"]),
+    wrong("04-diagonal-stops-at-whole-tiles", "the diagonal stage stops at the last whole key "
+          "tile: right whenever S is a multiple of the tile, and the keys of a ragged last tile "
+          "are never seen", fills={"causal-stages": _STAGE_2.format(
+              strides="stride_ks, stride_vs",
+              hi="tl.minimum((pid_m + 1) * BLOCK_M, S - S % BLOCK_N)")},
+          breaks="causal-stages", failed=["fast-attention-causal"]),
     right("04-diagonal-ends-at-s", "the diagonal stage stops at S itself: the same keys, fewer "
           "loads of padding", fills={"causal-stages": _STAGE_2.format(
               strides="stride_ks, stride_vs", hi="tl.minimum((pid_m + 1) * BLOCK_M, S)")}),
