@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -403,9 +404,13 @@ def cancel(jobs: dict[str, str], out: Path, stream=sys.stdout) -> None:
 
 def run(tasks: list[Task], out: Path, opts: Options, stream=sys.stdout) -> int:
     """Submit the array, wait for it, and return the exit status (130 after Ctrl-C)."""
+    # A Ctrl-C while the array is submitted is held until the submission is done (submitit may
+    # swallow it, and the first tasks can be running by then), then cancels it like any other.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         jobs = submit(tasks, out, opts)
     except SubmitError as exc:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         print(f"batch: {exc}", file=sys.stderr)
         return 2
     arrays = ", ".join(sorted({j.split("_")[0] for j in jobs.values()}))
@@ -415,6 +420,7 @@ def run(tasks: list[Task], out: Path, opts: Options, stream=sys.stdout) -> int:
                  f"{opts.cpus} CPU(s) each; logs in {out / '.slurm' / 'submitit'}\n")  # fmt: skip
     stream.flush()
     try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a Ctrl-C held meanwhile comes here
         wait(jobs, out, opts, stream)
     except KeyboardInterrupt:
         cancel(jobs, out, stream)
