@@ -116,25 +116,25 @@ def grade(session: nox.Session) -> None:
 @nox.session
 def run(session: nox.Session) -> None:
     """Run an exercise's worked example: `nox -s run -- 02` (`--solutions`: the reference)."""
-    session.run(_env_python(session), "-m", "kata.run", *session.posargs, success_codes=[0, 1])
+    session.run(_env_python(session), "-m", "kata.student.run", *session.posargs, success_codes=[0, 1])
 
 
 @nox.session
 def hint(session: nox.Session) -> None:
     """Show an exercise's next hint: `nox -s hint -- 02` (`--all` for every level)."""
-    session.run(_env_python(session), "-m", "kata.hints", *session.posargs)
+    session.run(_env_python(session), "-m", "kata.student.hints", *session.posargs)
 
 
 @nox.session
 def watch(session: nox.Session) -> None:
     """Regrade an exercise whenever its file is saved: `nox -s watch [-- 02]`."""
-    session.run(_env_python(session), "-m", "kata.watch", *session.posargs)
+    session.run(_env_python(session), "-m", "kata.student.watch", *session.posargs)
 
 
 @nox.session
 def reset(session: nox.Session) -> None:
     """Restore an exercise's skeleton, keeping yours as .bak: `nox -s reset -- 02`."""
-    session.run(_env_python(session), "-m", "kata.reset", *session.posargs)
+    session.run(_env_python(session), "-m", "kata.student.reset", *session.posargs)
 
 
 # ---- for instructors and maintainers (a full checkout; the student handout has none) -------
@@ -164,7 +164,7 @@ if (ROOT / "solutions").is_dir():
     def mutants(session: nox.Session) -> None:
         """Mutation testing of the hidden checks: every small slip in a TODO region's reference
         code must lose points, or be listed as equivalent with its reason (docs/mutants.md)."""
-        session.run(_env_python(session), "-m", "grader.mutants", *session.posargs)
+        session.run(_env_python(session), "-m", "grader.validate.mutants", *session.posargs)
 
     @nox.session
     def e2e(session: nox.Session) -> None:
@@ -184,7 +184,7 @@ if (ROOT / "solutions").is_dir():
         # submitit only for --engine slurm: the local engine keeps working on an offline machine.
         slurm = "slurm" in session.posargs or "--engine=slurm" in session.posargs
         python = _env_python(session, BATCH if slurm else None)
-        session.run(python, "-m", "grader.batch", *session.posargs)
+        session.run(python, "-m", "grader.classroom.batch", *session.posargs)
 
     @nox.session(name="slurm-test")
     def slurm_test(session: nox.Session) -> None:
@@ -202,29 +202,29 @@ if (ROOT / "solutions").is_dir():
     @nox.session
     def handout(session: nox.Session) -> None:
         """Build dist/triton-kata-handout.zip: what students get (public checks only)."""
-        session.run(_env_python(session), "-m", "kata.bundles", "handout", *session.posargs)
+        session.run(_env_python(session), "-m", "kata.authoring.bundles", "handout", *session.posargs)
 
     @nox.session
     def autograder(session: nox.Session) -> None:
         """Build dist/triton-kata-autograder.zip for Gradescope (setup.sh, run_autograder)."""
-        session.run(_env_python(session), "-m", "kata.bundles", "autograder", *session.posargs)
+        session.run(_env_python(session), "-m", "kata.authoring.bundles", "autograder", *session.posargs)
 
     @nox.session
     def bench(session: nox.Session) -> None:
         """GPU: solution kernels vs torch; writes reports/bench.json and reports/bench.png."""
         python = _env_python(session, {"matplotlib": "matplotlib"})
-        session.run(python, "-m", "kata.bench", *session.posargs)
+        session.run(python, "-m", "kata.authoring.bench", *session.posargs)
 
     @nox.session
     def generate(session: nox.Session) -> None:
         """Rewrite exercises/ from solutions/ (strips the marked solution regions)."""
-        session.run(_env_python(session), "-m", "kata.generate", *session.posargs)
-        session.run(_env_python(session), "-m", "grader.docs", *session.posargs)
+        session.run(_env_python(session), "-m", "kata.authoring.generate", *session.posargs)
+        session.run(_env_python(session), "-m", "grader.specs.docs", *session.posargs)
 
     @nox.session
     def figures(session: nox.Session) -> None:
         """Redraw docs/figures/*.png from the reference kernels (needs matplotlib)."""
-        session.run(_env_python(session, {"matplotlib": "matplotlib"}), "-m", "kata.figures")
+        session.run(_env_python(session, {"matplotlib": "matplotlib"}), "-m", "kata.authoring.figures")
 
     @nox.session
     def lint(session: nox.Session) -> None:

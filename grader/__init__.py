@@ -1,12 +1,19 @@
 """The kata's grader: checks that name the misconception behind a wrong kernel.
 
-Layers, outermost first: ``cli`` (arguments) -> ``runner`` (each submission file read once;
-integrity and the static screens; then, per exercise, ``launcher`` processes, the only ones
-that run student code: one compiles the kernels for an sm_90 GPU before the interpreter runs
-them, one launches them on the grader's cases through the exercise's interface,
-``kata.interfaces``; ``process`` contains them and ``forkserver`` starts them warm) ->
-``plugin`` + ``checking`` + ``judges`` (pytest, in the grading process, judges the outputs
-the launcher sent back against the checks of the exercise's spec, ``specs/<stem>/``) ->
-``report`` (versioned JSON, Gradescope). ``validate`` and ``static`` prove the grader against
-the specs' galleries.
+One folder per stage, in the order a grading passes through them:
+
+* ``specs/``: what each exercise is graded on, as data: cases, checks, galleries (``<stem>/``),
+  the records they are declared with, the input builders, and the docs generated from them.
+* ``run/``: a grading from the command line to the outputs: every submission file read once
+  (a snapshot), the static screens, then per exercise a launcher process, the only one that
+  runs student code (it compiles the kernels for an sm_90 GPU first), kept contained.
+* ``judge/``: pytest, in the grading process, judges the outputs the launcher sent back against
+  the checks of the exercise's spec and names the trap a wrong answer matches.
+* ``report/``: the verdicts as records, versioned JSON, a terminal summary, an HTML page and
+  Gradescope's results.
+* ``classroom/``: a whole class: batch grading, its engines (local, Slurm) and the class page.
+* ``validate/``: proving the grader: the galleries of wrong and right kernels, the static
+  consistency checks, mutation testing.
+
+``cli`` is ``python -m grader``.
 """

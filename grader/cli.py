@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     target = args.target.resolve()
     if not target.is_dir():
         return fail(f"target folder {args.target} does not exist")
-    from grader import discover
+    from grader.run import discover
 
     found = discover.exercise_folder(target, chosen)
     if found is not None and found != target:  # an upload of a zipped folder: grade what is in it
@@ -88,9 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # BackendError, or torch missing
         return fail(f"cannot choose a backend: {exc}")
 
-    from grader import process, runner, specs
-    from grader.report import Report
-    from grader.summary import Printer
+    from grader import specs
+    from grader.report import gradescope
+    from grader.report.records import Report
+    from grader.report.summary import Printer
+    from grader.run import process, runner
 
     try:
         checkset = args.checks or specs.default_checkset()
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     report.write(args.report)
     if args.gradescope:
-        report.write_gradescope(args.gradescope)
+        gradescope.write(report, args.gradescope)
     html = None if args.no_html else (args.html or args.report.with_suffix(".html"))
     if html is not None:
         html = write_html(report, html)
@@ -127,7 +129,7 @@ def write_html(report, path: Path) -> Path | None:
     """The page a student looks at; the JSON report is what counts, so a page that cannot be
     drawn (jinja2 missing, say) is one line of warning, not a failed grading."""
     try:
-        from grader import html
+        from grader.report import html
 
         return html.write(report, path)
     except Exception as exc:  # noqa: BLE001  (any failure to draw the page)

@@ -3,7 +3,7 @@
 The README installs nox into ``.venv/bin``, so a bare ``nox -s hint -- 01`` is "command not
 found" unless the student activated that venv. Every command the kata prints is spelled here:
 the noxfile passes how nox was started (``KATA_NOX``: ``nox`` when that is what is on PATH,
-else ``.venv/bin/nox``, relative to the clone's root); without it (``python -m kata.hints``),
+else ``.venv/bin/nox``, relative to the clone's root); without it (``python -m kata.student.hints``),
 ``nox`` if it is on PATH, else the README's ``.venv/bin/nox`` when it exists.
 """
 

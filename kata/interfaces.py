@@ -88,13 +88,13 @@ class Interface:
     name: str
     params: tuple[str, ...]
     outputs: tuple[str, ...]  # what the kernel writes, in the order of its pointers
-    judges: tuple[str, ...]  # the judges (grader.judges) its checks may use
+    judges: tuple[str, ...]  # the judges (grader.judge.judges) its checks may use
     about: str
     # A trap's form must sit this many absolute tolerances from the right answer on some case,
-    # or the check could pay for the mistake (grader.checking.prove_traps_visible).
+    # or the check could pay for the mistake (grader.judge.checking.prove_traps_visible).
     separation: float = 100.0
     # The kernel picks its tiles with an autotuner: every case pins a configuration, or runs
-    # under each one the kernel offers (grader.launcher), so that both backends run the same.
+    # under each one the kernel offers (grader.run.launcher), so that both backends run the same.
     autotuned: bool = False
 
     def inputs(self, torch, case, device) -> dict:

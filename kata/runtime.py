@@ -23,7 +23,7 @@ from pathlib import Path
 
 CHOICES = ("auto", "cuda", "interpreter")
 # The grader's own: kernels are made for Triton's compiler, to be compiled for a GPU this
-# machine need not have, and never launched (grader.launcher --compile).
+# machine need not have, and never launched (grader.run.launcher --compile).
 COMPILER = "compiler"
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,7 +16,7 @@ import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kata.generate import SKELETONS, TODO, Region, Skeleton
+from kata.regions import SKELETONS, TODO, Region, Skeleton
 
 
 class SkeletonError(LookupError):

@@ -41,7 +41,7 @@ for ex in catalogue.ALL_EXERCISES:
 } > "$out/grade.log" 2>&1
 # Validation, mutants and the test suite side by side: they share the GPU, nothing is timed.
 ( log "validate"; time timeout 400 python3 -m grader.validate --jobs "$jobs" ) > "$out/validate.log" 2>&1 &
-( log "mutants"; time timeout 400 python3 -m grader.mutants --jobs "$jobs" --summary; cp docs/mutants.md "$out/" ) > "$out/mutants.log" 2>&1 &
+( log "mutants"; time timeout 400 python3 -m grader.validate.mutants --jobs "$jobs" --summary; cp docs/mutants.md "$out/" ) > "$out/mutants.log" 2>&1 &
 ( log "pytest tests (compiled)"; time PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 timeout 400 python3 -m pytest -p xdist.plugin -n 6 --dist loadfile -m "not e2e" tests -q -p no:cacheprovider 2>&1 | tail -40 ) > "$out/tests.log" 2>&1 &
 wait
 for f in grade validate mutants tests; do [ -f "$out/$f.log" ] && { echo "== $f"; tail -n 6 "$out/$f.log"; }; done

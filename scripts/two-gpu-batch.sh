@@ -17,8 +17,8 @@ cp solutions/0[123]_*.py "$out/subs/dee/"                                  # 100
 echo "=== GPUs"
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader || echo "(no nvidia-smi)"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'GPUs seen by torch:', torch.cuda.device_count())"
-echo "=== python -m grader.batch --engine local (4 students)"
-time python3 -m grader.batch --engine local --submissions "$out/subs" --out "$out/book"
+echo "=== python -m grader.classroom.batch --engine local (4 students)"
+time python3 -m grader.classroom.batch --engine local --submissions "$out/subs" --out "$out/book"
 echo "=== per student: the GPU it was pinned to, and when it ran"
 python3 - "$out/book" <<'PY'
 import json, pathlib, sys
@@ -31,5 +31,5 @@ PY
 head -qn1 "$out"/book/*/grader.log
 cat "$out/book/gradebook.csv"
 echo "=== the Slurm engine's request per student for the same class (--emit-sbatch, not submitted)"
-python3 -m grader.batch --submissions "$out/subs" --out "$out/sbatch-out" --emit-sbatch "$out/grade.sbatch" >/dev/null
+python3 -m grader.classroom.batch --submissions "$out/subs" --out "$out/sbatch-out" --emit-sbatch "$out/grade.sbatch" >/dev/null
 grep '^#SBATCH' "$out/grade.sbatch"

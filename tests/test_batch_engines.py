@@ -8,15 +8,15 @@ import os
 import subprocess
 import sys
 
-from grader import batch
-from grader.engines import slurm, task
+from grader.classroom import batch
+from grader.classroom.engines import slurm, task
 from kata import catalogue
 
 ROOT = catalogue.ROOT
 
 
 def run_batch(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "grader.batch", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "grader.classroom.batch", *map(str, args)], cwd=ROOT,
                           env={**os.environ, **(env or {})}, capture_output=True, text=True,
                           timeout=300, check=False)  # fmt: skip
 
@@ -134,7 +134,7 @@ def test_emit_sbatch_writes_an_array_and_its_manifest(tmp_path):
     assert not (out / "bob" / "score.json").exists()  # the stale grade is gone, not kept
 
     # What each array task runs, here by hand for task 0 (bob), outside Slurm.
-    one = subprocess.run([sys.executable, "-m", "grader.engines.task", "--manifest", str(manifest),
+    one = subprocess.run([sys.executable, "-m", "grader.classroom.engines.task", "--manifest", str(manifest),
                           "--index", "0"], cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert one.returncode == 0, one.stdout + one.stderr
     gathered = run_batch("--gather", "--out", out)
@@ -163,14 +163,14 @@ def test_emit_sbatch_writes_an_array_and_its_manifest(tmp_path):
 
 
 def test_grader_version_follows_the_grading_code_only(tmp_path, monkeypatch):
-    for name in ("grader/rubric.py", "grader/batch.py", "grader/engines/slurm.py", "kata/host.py"):
+    for name in ("grader/rubric.py", "grader/classroom/batch.py", "grader/classroom/engines/slurm.py", "kata/host.py"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("x = 1\n")
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "k"\nversion = "1.2.3"\n')
     monkeypatch.setattr(task, "ROOT", tmp_path)
     first = task.grader_version()
     assert first.startswith("1.2.3+")
-    for name in ("grader/batch.py", "grader/engines/slurm.py"):
+    for name in ("grader/classroom/batch.py", "grader/classroom/engines/slurm.py"):
         (tmp_path / name).write_text("x = 2\n")
     assert task.grader_version() == first  # the batch machinery does not decide grades
     for name in ("grader/rubric.py", "kata/host.py"):
@@ -198,7 +198,7 @@ def test_a_refused_submission_keeps_the_earlier_grades(tmp_path):
 
 
 def test_gradebook_flags_exercises_edited_outside_their_todo_regions(tmp_path):
-    from grader import batch
+    from grader.classroom import batch
 
     def report(flags: dict) -> dict:
         exercises = [{"id": ex.stem, "score": 0, "integrity": {"ok": ok}}

@@ -1,4 +1,4 @@
-"""The generator of boundary cases (grader/boundary.py): the classes it derives for a tile set
+"""The generator of boundary cases (grader/specs/boundary.py): the classes it derives for a tile set
 (residues modulo the tiles, M != N both ways, windows whose edge lies apart from the diagonal
 and crosses three key tiles under 32-row blocks, creeping maxima, logits out of exp's range),
 and the hidden specs that must draw their cases from it. Nothing here launches a kernel."""
@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader import boundary, specs
+from grader import specs
+from grader.specs import boundary
 from kata import oracles
 from kata.catalogue import find
 

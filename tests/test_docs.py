@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import run_examples
 
-from grader import docs, specs
+from grader import specs
+from grader.specs import docs
 from kata import catalogue, runtime, skeletons
-from kata.bundles import handout
+from kata.authoring.bundles import handout
 
 ROOT = catalogue.ROOT
 slow = pytest.mark.slow
@@ -24,7 +25,7 @@ slow = pytest.mark.slow
 
 
 def test_generated_docs_are_up_to_date():
-    assert docs.problems() == [], "run `nox -s generate` (python -m grader.docs)"
+    assert docs.problems() == [], "run `nox -s generate` (python -m grader.specs.docs)"
 
 
 def _copy_pages(tmp_path, monkeypatch) -> Path:

@@ -13,10 +13,11 @@ import pytest
 import torch
 from conftest import run_examples
 
-from grader import static
-from grader.model import Case
-from grader.traps import online_softmax
-from kata import generate, oracles, skeletons
+from grader.judge.traps import online_softmax
+from grader.specs.model import Case
+from grader.validate import static
+from kata import oracles, regions, skeletons
+from kata.authoring import generate
 from kata.catalogue import ALL_EXERCISES, EXERCISE_LIST, ROOT, SOLUTIONS, find
 
 TRAP_TOL = 1e-5  # an untouched exercise computes its trap exactly, up to float32 noise
@@ -59,7 +60,7 @@ def test_four_todos_in_the_chapter():
 
 
 def test_frozen_skeletons_are_generated_from_the_solutions():
-    assert json.loads(generate.SKELETONS.read_text()) == generate.frozen(), "run `nox -s generate`"
+    assert json.loads(regions.SKELETONS.read_text()) == generate.frozen(), "run `nox -s generate`"
     for entry in generate.frozen().values():
         assert "# BEGIN" not in entry["text"] and "# END" not in entry["text"]
 
@@ -100,11 +101,11 @@ def f(n):
 
 
 def test_strip_removes_solutions_and_uncomments_skeletons():
-    assert generate.strip(SOURCE) == STRIPPED
+    assert regions.strip(SOURCE) == STRIPPED
 
 
 def test_strip_leaves_unmarked_text_alone():
-    assert generate.strip(STRIPPED) == STRIPPED
+    assert regions.strip(STRIPPED) == STRIPPED
 
 
 @pytest.mark.parametrize(
@@ -125,13 +126,13 @@ def test_strip_leaves_unmarked_text_alone():
     ],
 )  # fmt: skip
 def test_strip_rejects_unbalanced_markers(source, match):
-    with pytest.raises(generate.MarkerError, match=match):
-        generate.strip(source, "demo.py")
+    with pytest.raises(regions.MarkerError, match=match):
+        regions.strip(source, "demo.py")
 
 
 def test_strip_rejects_a_skeleton_that_is_not_python():
     with pytest.raises(SyntaxError):
-        generate.strip("# BEGIN SKELETON\n# def f(:\n# END SKELETON\n", "demo.py")
+        regions.strip("# BEGIN SKELETON\n# def f(:\n# END SKELETON\n", "demo.py")
 
 
 # ---- (d) each untouched exercise computes exactly its trap ------------------------------------

@@ -48,7 +48,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 HERE = Path(__file__).resolve().parent / "submissions"
 CASES = sorted(p.name for p in HERE.iterdir() if (p / "case.toml").is_file())
-OUTPUT_LIMIT = 4096  # grader.process keeps this many bytes of a child's output at each end
+OUTPUT_LIMIT = 4096  # grader.run.process keeps this many bytes of a child's output at each end
 
 
 def build(case: Path, target: Path, report: Path) -> dict:

@@ -29,9 +29,14 @@ import jsonschema
 import pytest
 import torch
 
-from grader import gallery, runner, specs, static, validate
-from grader.report import CheckResult, ExerciseResult
-from grader.traps import TRAPS
+from grader import specs
+from grader.judge import errors
+from grader.judge.traps import TRAPS
+from grader.report.records import CheckResult, ExerciseResult
+from grader.run import runner
+from grader.specs import model
+from grader.validate import cli as validate
+from grader.validate import gallery, static
 from kata import runtime, skeletons
 from kata.catalogue import ALL_EXERCISES, EXERCISE_LIST, ROOT, SOLUTIONS, find
 
@@ -397,7 +402,7 @@ def test_integrity_sees_edits_outside_the_regions_only():
 
 
 def test_specs_refuse_to_contradict_themselves():
-    from grader.model import Check
+    from grader.specs.model import Check
 
     spec = specs.load(STEM["01"], "hidden")
     wrong_todo = Check(id="x", todo="renormalize", points=0, about="", cases=(), judge="output")
@@ -449,7 +454,7 @@ def _result(statuses: dict[str, tuple[str, str | None]], stem: str = STEM["03"])
 
 
 def test_judge_can_fail_every_way():
-    judge, E = validate.judge, gallery.Expect
+    judge, E = validate.judge, model.Expect
     paid = [c.id for c in specs.load(STEM["03"], "hidden").checks if c.todo]
     full, none_passed = _result({}), _result({c: ("failed", None) for c in paid})
     trapped = _result({"top2-ties": ("failed", "top2-not-masked")})
@@ -493,7 +498,7 @@ def test_validate_grades_a_sample_of_the_galleries(capsys):
     assert padded.score < padded.max_score and not padded.traps
     assert finite.score == finite.max_score
     # The same results judged against the wrong expectations are misses, shown as such.
-    E = gallery.Expect
+    E = model.Expect
     assert validate.judge(E(score="full"), one_ahead)
     assert validate.judge(E(score="less", traps=("causal-mask-missing",)), one_ahead)
     assert validate.judge(E(score="less"), finite)
@@ -511,7 +516,7 @@ def test_validate_exit_codes(monkeypatch, capsys):
     assert "static checks: OK" in capsys.readouterr().out
     assert validate.main(["no-such-variant"]) == 2
     spec = specs.load(STEM["02"], "hidden")
-    rotten = gallery.wrong("rotten-edit", "an edit that no longer applies",
+    rotten = model.wrong("rotten-edit", "an edit that no longer applies",
                            edits=[("no such line", "x")])  # fmt: skip
     patched = specs.Spec(**{**spec.__dict__, "gallery": spec.gallery + (rotten,)})
     monkeypatch.setattr(gallery, "all_variants", lambda stems=None: [(patched, rotten)])
@@ -534,7 +539,7 @@ def test_compilation_errors_name_the_students_line(tmp_path):
 
     from triton.compiler.errors import CompilationError
 
-    from grader.errors import explain
+    from grader.judge.errors import explain
 
     path = tmp_path / f"{STEM['01']}.py"
     path.write_text(solution_text("01"))
@@ -570,9 +575,9 @@ def test_summary_prints_timed_and_skipped_performance(tmp_path):
     """The performance lines of the summary, for a GPU run (timed) and a CPU run (skipped)."""
     import io
 
-    from grader import timing
-    from grader.report import Report
-    from grader.summary import Printer
+    from grader.report.records import Report
+    from grader.report.summary import Printer
+    from grader.run import timing
 
     timed = {"timed": True, "device": "GPU", "shapes": [
         {"shape": "M=1M E=128 float32", "baseline": "torch", "kernel_ms": 0.23, "torch_ms": 6.1, "speedup": 26.5},
@@ -600,9 +605,9 @@ def test_performance_points_state_what_the_timing_noise_allows(tmp_path):
     the report and the summary say so. Rounds that agree give one number."""
     import io
 
-    from grader import timing
-    from grader.report import Report
-    from grader.summary import Printer
+    from grader.report.records import Report
+    from grader.report.summary import Printer
+    from grader.run import timing
 
     def timed(low, high):
         return {"timed": True, "device": "GPU", "shapes": [
@@ -628,10 +633,10 @@ def test_performance_points_state_what_the_timing_noise_allows(tmp_path):
     assert max(len(line) for line in _worded(text)) <= 80
 
 
-@pytest.mark.parametrize("needle", [n for n, _ in __import__("grader.errors").errors.ADVICE])
+@pytest.mark.parametrize("needle", [n for n, _ in errors.ADVICE])
 def test_known_compile_problems_get_advice(needle, tmp_path):
     """Each known Triton message gets one line of advice, also through a chained error."""
-    from grader.errors import explain
+    from grader.judge.errors import explain
 
     path = tmp_path / "k.py"
     path.write_text("x = 1\n")
@@ -648,15 +653,16 @@ def test_known_compile_problems_get_advice(needle, tmp_path):
 def test_gradescope_and_summary_say_an_exercise_was_edited_outside_its_regions(tmp_path):
     import io
 
-    from grader.report import Report
-    from grader.summary import Printer
+    from grader.report import gradescope
+    from grader.report.records import Report
+    from grader.report.summary import Printer
 
     ex = _result({})
     ex.integrity = {"ok": False, "lines": [58, 59], "diff": "-a\n+b", "strict_zeroed": True}
     report = Report("t", "interpreter: cpu", {}, [ex], 1.0, strict=True)
     assert (
         "changed outside its TODO regions (scored 0: strict grading), skeleton line(s) 58, 59"
-        in (report.gradescope()["output"])
+        in gradescope.results(report)["output"]
     )
     out = io.StringIO()
     Printer(stream=out).exercise_done(ex)
@@ -708,7 +714,7 @@ def test_a_gluon_kernel_is_refused_by_the_interpreter_with_its_reason(tmp_path):
 
 
 def _hold(kind: str, name: str, seconds: float, log) -> None:
-    from grader import timing
+    from grader.run import timing
 
     with timing.gpu_to_ourselves() if kind == "timing" else timing.gpu_shared():
         log.put((time.monotonic(), name, "in"))
@@ -741,7 +747,7 @@ def test_a_timing_has_the_gpu_to_itself(tmp_path, monkeypatch):
 
 
 def test_a_lock_that_cannot_be_opened_does_not_stop_grading(tmp_path, monkeypatch):
-    from grader import timing
+    from grader.run import timing
 
     unopenable = tmp_path / "a-folder"
     unopenable.mkdir()

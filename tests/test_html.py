@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import html
-from grader.report import CheckResult, ExerciseResult, Report
+from grader.report import html
+from grader.report.records import CheckResult, ExerciseResult, Report
 from kata import catalogue, skeletons
 
 ROOT = catalogue.ROOT
@@ -136,7 +136,8 @@ def test_card_names_the_trap_invariant_todo_and_hint():
 def test_failure_figures_hold_shapes_and_outputs_never_inputs():
     """A hidden check's figures: where the output is wrong, on the output's shape; no input
     value, and small."""
-    from grader import details, judges, specs
+    from grader import specs
+    from grader.judge import details, judges
 
     spec = specs.load(catalogue.find("03").stem, "hidden")
     case = spec.cases["random-64x8"]
@@ -207,7 +208,7 @@ def test_class_of_four_in_chromium(tmp_path):
             source = (catalogue.SOLUTIONS / ex.filename).read_text()
             text = source if ex.number in numbers else skeletons.pristine(ex.stem).text
             (folder / ex.filename).write_text(text)
-    done = subprocess.run([sys.executable, "-m", "grader.batch", "--submissions", str(subs),
+    done = subprocess.run([sys.executable, "-m", "grader.classroom.batch", "--submissions", str(subs),
                            "--out", str(out), "--jobs", "2"], cwd=ROOT, capture_output=True,
                           text=True, timeout=1500, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr + done.stdout
@@ -236,14 +237,14 @@ def test_class_of_four_in_chromium(tmp_path):
 
 def test_every_trap_states_the_invariant_it_breaks():
     """A trap card leads with the invariant that broke: every trap needs one."""
-    from grader.traps import TRAPS
+    from grader.judge.traps import TRAPS
 
     assert [t.id for t in TRAPS.values() if not t.invariant] == []
 
 
 def test_page_shows_timed_and_skipped_performance():
     """A timed performance entry carries no reason; a skipped one does (seen on an H200)."""
-    from grader import timing
+    from grader.run import timing
 
     shape = {"shape": "M=1M E=128 float32", "baseline": "torch", "kernel_ms": 0.14,
              "torch_ms": 6.1, "speedup": 43.4}  # fmt: skip

@@ -4,7 +4,7 @@ every link resolves, in the checkout and in the handout."""
 
 import pytest
 
-from kata import bundles
+from kata.authoring import bundles
 
 
 @pytest.mark.parametrize("text, kept", [

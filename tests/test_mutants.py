@@ -1,4 +1,4 @@
-"""The mutation tool (``grader.mutants``): what it generates, how it classifies, the committed
+"""The mutation tool (``grader.validate.mutants``): what it generates, how it classifies, the committed
 list of equivalent mutants, and one exercise's mutants graded end to end."""
 
 from __future__ import annotations
@@ -7,9 +7,11 @@ import ast
 
 import pytest
 
-from grader import mutants, specs, validate
-from grader.gallery import Expect
-from grader.report import CheckResult, ExerciseResult
+from grader import specs
+from grader.report.records import CheckResult, ExerciseResult
+from grader.specs.model import Expect
+from grader.validate import cli as validate
+from grader.validate import mutants
 from kata import runtime
 from kata.catalogue import ALL_EXERCISES, find
 

@@ -1,5 +1,5 @@
 """The token-based integrity check (``kata.skeletons.check``) and the static screens built on it
-(``grader.screen``): issue "Grader v3", rules 2, 6 and 7. Every rule gets a submission it must
+(``grader.run.screen``): issue "Grader v3", rules 2, 6 and 7. Every rule gets a submission it must
 flag and a benign twin it must leave alone; the kata's own solutions, skeletons and gallery files
 pin what legitimate code looks like."""
 
@@ -9,8 +9,10 @@ import ast
 
 import pytest
 
-from grader import gallery, screen, specs
-from grader.screen import NON_TRITON_PATH, TODO_ALLOWLIST
+from grader import specs
+from grader.run import screen
+from grader.run.screen import NON_TRITON_PATH, TODO_ALLOWLIST
+from grader.validate import gallery
 from kata import skeletons
 from kata.catalogue import ALL_EXERCISES, SOLUTIONS, find
 

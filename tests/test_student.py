@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from grader import discover, summary
-from grader.report import CheckResult, ExerciseResult, Report
-from kata import catalogue, commands, hints, progress, terminal
+from grader.report import summary
+from grader.report.records import CheckResult, ExerciseResult, Report
+from grader.run import discover
+from kata import catalogue, commands, terminal
+from kata.student import hints, progress
 
 ROOT = catalogue.ROOT
 slow = pytest.mark.slow
@@ -87,7 +89,7 @@ def test_summary_fits_a_narrow_terminal(monkeypatch, tmp_path):
 
 
 def test_interpreter_says_timing_was_skipped(tmp_path):
-    from grader import timing
+    from grader.run import timing
 
     ex = ExerciseResult(E04.stem, E04.filename, "performance", 50, 50, [],
                         performance=timing.score(None, True))  # fmt: skip
@@ -166,7 +168,7 @@ def test_setup_sh_pins_the_building_environment(tmp_path):
     import zipfile
     from importlib import metadata
 
-    from kata import bundles
+    from kata.authoring import bundles
 
     text = zipfile.ZipFile(bundles.autograder(tmp_path / "a.zip")).read("setup.sh").decode()
     assert f"TORCH_VERSION={metadata.version('torch').split('+')[0]}" in text

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kata import catalogue, hints, reset, skeletons
-from kata.bundles import autograder, handout, instructors_only
+from kata import catalogue, skeletons
+from kata.authoring.bundles import autograder, handout, instructors_only
+from kata.student import hints, reset
 
 ROOT = catalogue.ROOT
 slow = pytest.mark.slow
@@ -91,7 +92,7 @@ def test_reset_restores_the_skeleton_and_keeps_backups(tmp_path):
 @slow
 def test_watch_grades_once_and_stops(tmp_path):
     shutil.copy(catalogue.SOLUTIONS / catalogue.find("03").filename, tmp_path)
-    proc = run("-m", "kata.watch", "03", "--target", str(tmp_path), "--max-runs", "1")
+    proc = run("-m", "kata.student.watch", "03", "--target", str(tmp_path), "--max-runs", "1")
     assert proc.returncode == 0, proc.stderr
     assert "watching" in proc.stdout and "50/50" in proc.stdout
 
@@ -108,7 +109,7 @@ def test_batch_grades_a_class_and_resumes(tmp_path):
                 shutil.copy(catalogue.SOLUTIONS / ex.filename, folder)
             else:
                 copy_skeleton(ex, folder)
-    proc = run("-m", "grader.batch", "--submissions", str(subs), "--out", str(out), "--jobs", "2")
+    proc = run("-m", "grader.classroom.batch", "--submissions", str(subs), "--out", str(out), "--jobs", "2")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
     assert (rows["ada"]["score"], rows["bob"]["score"], rows["cy"]["score"]) == ("100", "0", "75")
@@ -119,9 +120,9 @@ def test_batch_grades_a_class_and_resumes(tmp_path):
         "acc-not-rescaled", "causal-mask-missing", "top2-not-masked", "weights-not-renormalized"}  # fmt: skip
     assert json.loads((out / "ada" / "score.json").read_text())["score"] == 100
 
-    again = run("-m", "grader.batch", "--submissions", str(subs), "--out", str(out))
+    again = run("-m", "grader.classroom.batch", "--submissions", str(subs), "--out", str(out))
     assert "grading 0, 3 already graded" in again.stdout
-    forced = run("-m", "grader.batch", "--submissions", str(subs), "--out", str(out), "--force",
+    forced = run("-m", "grader.classroom.batch", "--submissions", str(subs), "--out", str(out), "--force",
                  "--jobs", "2")  # fmt: skip
     assert "grading 3, 0 already graded" in forced.stdout
 
@@ -137,7 +138,7 @@ def test_handout_holds_no_solutions_or_hidden_checks(tmp_path):
         assert f"triton-kata/grader/specs/{ex.stem}/public.py" in names
     for name in ("README.md", "kata/skeletons.json", "exercises/info.toml"):
         assert f"triton-kata/{name}" in names
-    assert not [n for n in names if n.startswith("triton-kata/grader/engines/")]
+    assert not [n for n in names if n.startswith("triton-kata/grader/classroom/")]
     assert "triton-kata/docs/instructors.md" not in names
 
 
@@ -182,7 +183,7 @@ def test_handout_works_on_its_own(tmp_path):
     ex = catalogue.find("01")
     target = top / "exercises" / ex.filename
     target.write_text("# broken\n")
-    assert run("-m", "kata.reset", "01", cwd=top, env=env).returncode == 0
+    assert run("-m", "kata.student.reset", "01", cwd=top, env=env).returncode == 0
     assert target.read_text() == skeletons.pristine(ex.stem).text
 
 

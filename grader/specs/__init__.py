@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from grader.model import Case, Check
+from grader.specs.model import Case, Check
 from kata import interfaces
 from kata.catalogue import Exercise, find
 

@@ -60,7 +60,7 @@ def make_class(root):
 
 
 def command(*args):
-    return [sys.executable, "-m", "grader.batch", *map(str, args)]
+    return [sys.executable, "-m", "grader.classroom.batch", *map(str, args)]
 
 
 def spawn(title, *args):
@@ -206,7 +206,7 @@ def test_emitted_sbatch_script_and_gather(klass, local_book):
     assert code == 0
     text = script.read_text()
     print(text)
-    assert "#SBATCH --array=0-1%2" in text and "grader.engines.task --manifest" in text
+    assert "#SBATCH --array=0-1%2" in text and "grader.classroom.engines.task --manifest" in text
     start = time.monotonic()
     submitted = subprocess.run(["sbatch", "--wait", str(script)], capture_output=True, text=True)
     print(f"$ sbatch --wait {script}\n{submitted.stdout}{submitted.stderr}"

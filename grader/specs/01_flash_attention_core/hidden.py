@@ -5,16 +5,19 @@ rescale) or by just 0.001 (a rescale skipped while alpha is near 1), a maximum t
 after the first block (a reference point that is not the running maximum overflows), rows whose
 every score is near -150 (a running maximum that starts at 0 underflows to 0/0), 30x scores
 (exp overflows without a running maximum), and sizes one past, one short of and a whole number
-of tiles with M < N and M > N, for 16x16 and 16x32 tiles (``grader.boundary``). Strides and
+of tiles with M < N and M > N, for 16x16 and 16x32 tiles (``grader.specs.boundary``). Strides and
 half-precision inputs are handled by given code: they are 0-point notes.
 """
 
-from grader import boundary
-from grader.gallery import right, wrong
-from grader.inputs import all_low, falling, growing, qkv
-from grader.model import Case, Check
+from grader.judge.traps import (
+    ACC_NOT_RESCALED,
+    REFERENCE_NOT_RUNNING_MAX,
+    RUNNING_MAX_NOT_FROM_NEG_INF,
+)
+from grader.specs import boundary
 from grader.specs.hidden import ATTENTION_NOTES, attention_cases
-from grader.traps import ACC_NOT_RESCALED, REFERENCE_NOT_RUNNING_MAX, RUNNING_MAX_NOT_FROM_NEG_INF
+from grader.specs.inputs import all_low, falling, growing, qkv
+from grader.specs.model import Case, Check, right, wrong
 
 CASES = [
     Case(name="grow-3-blocks", about="M=20, N=48, D=16; every key block raises the row maxima",

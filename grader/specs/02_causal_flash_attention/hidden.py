@@ -1,24 +1,23 @@
 """Exercise 02, the instructor's checks and gallery (TODO causal-mask).
 
 For 16x16, 16x32 and 32x16 tiles, sizes one past, one short of and a whole number of tiles,
-with M < N, M > N (top-left alignment) and M = N (``grader.boundary``); besides them, the
+with M < N, M > N (top-left alignment) and M = N (``grader.specs.boundary``); besides them, the
 chapter's example, one query row, and two hostile cases: scores that climb by 8 per key, so that
 inside one tile a row's future keys score up to 120 above its own (a mask applied after the max
 and the exponential loses the row), and scores near -150 (a finite mask value like -100 would
 beat them). Strides and half-precision inputs are handled by given code: they are 0-point notes.
 """
 
-from grader import boundary
-from grader.gallery import Expect, right, wrong
-from grader.inputs import all_low, future_high, growing, qkv
-from grader.model import Case, Check
-from grader.specs.hidden import ATTENTION_NOTES, attention_cases
-from grader.traps import (
+from grader.judge.traps import (
     CAUSAL_BOTTOM_RIGHT,
     CAUSAL_MASK_AFTER_EXP,
     CAUSAL_MASK_MISSING,
     CAUSAL_MASK_OFF_BY_ONE,
 )
+from grader.specs import boundary
+from grader.specs.hidden import ATTENTION_NOTES, attention_cases
+from grader.specs.inputs import all_low, future_high, growing, qkv
+from grader.specs.model import Case, Check, Expect, right, wrong
 
 CASES = [
     Case(name="chapter-20x20", about="M=N=20, D=8: the chapter's causal example shape",

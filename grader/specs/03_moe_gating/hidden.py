@@ -6,7 +6,7 @@ checks only at the weights, on the tokens where the kernel chose two distinct, v
 negative logits with padded experts (a 0 fill beats them), one logit 200 above the rest (in
 float32 the other probabilities underflow to exactly 0, which a 0 fill ties with), exact ties
 (the lowest index wins, as tl.argmax does). Every weights check also gets logits beyond
-float32's exp range (``grader.boundary.extremes``): near +100, near -120, both in one row, tied
+float32's exp range (``grader.specs.boundary.extremes``): near +100, near -120, both in one row, tied
 there. Weights from exp() of raw logits come out inf / inf or 0 / 0 on them; when the given
 softmax is what drops the maximum, the renormalization checks, the only judges of the weights,
 charge it all the same. Strided rows are given code: a 0-point note.
@@ -14,22 +14,21 @@ charge it all the same. Strided rows are given code: a 0-point note.
 
 import numpy as np
 
-from grader import boundary
-from grader.gallery import right, wrong
-from grader.inputs import dominant, logits, ties
-from grader.model import Case, Check
-from grader.traps import (
+from grader.judge.traps import (
     TIES_NOT_LOWEST_INDEX,
     TOP1_FILL_TOO_HIGH,
     TOP2_NOT_MASKED,
     WEIGHTS_NOT_RENORMALIZED,
 )
+from grader.specs import boundary
+from grader.specs.inputs import dominant, logits, ties
+from grader.specs.model import Case, Check, right, wrong
 from kata import oracles
 
 
 def _raw_sums_vary(cases: list[Case]) -> None:
     """The chapter's demonstration: raw top-2 sums fall short of 1 by a per-token amount."""
-    from grader.checking import GraderError
+    from grader.judge.checking import GraderError
 
     for case in cases:
         probs = -np.sort(-oracles.softmax(case.inputs["logits"]), axis=1)

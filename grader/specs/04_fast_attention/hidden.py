@@ -8,10 +8,9 @@ that spans two key tiles), and sequence lengths one past and one short of a tile
 tile that is mostly padding), causal or not.
 """
 
-from grader.gallery import right, wrong
-from grader.inputs import bhsd
-from grader.model import Case, Check
-from grader.traps import DIAGONAL_STAGE_MISSING, EXP2_CONSTANT_WRONG
+from grader.judge.traps import DIAGONAL_STAGE_MISSING, EXP2_CONSTANT_WRONG
+from grader.specs.inputs import bhsd
+from grader.specs.model import Case, Check, right, wrong
 
 
 def _tiles(bm: int, bn: int, tma: bool, warps: int = 4, stages: int = 2) -> dict:

@@ -1,10 +1,9 @@
 """Exercise 05 (performance track), the instructor's checks and gallery."""
 
-from grader import boundary
-from grader.gallery import right, wrong
-from grader.inputs import dominant, logits, round_to, ties
-from grader.model import Case, Check
-from grader.traps import TIES_NOT_LOWEST_INDEX, TOP1_FILL_TOO_HIGH, TOP2_NOT_MASKED
+from grader.judge.traps import TIES_NOT_LOWEST_INDEX, TOP1_FILL_TOO_HIGH, TOP2_NOT_MASKED
+from grader.specs import boundary
+from grader.specs.inputs import dominant, logits, round_to, ties
+from grader.specs.model import Case, Check, right, wrong
 
 # The grader pins how many tokens a program owns (the kernel's autotuner would pick one of its
 # own): 16 (the interpreter's old only choice), 32, 64 and 128, and once every choice the

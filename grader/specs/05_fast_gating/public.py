@@ -1,8 +1,8 @@
 """Exercise 05 (performance track), public checks and the shapes timed against torch."""
 
-from grader.inputs import logits
-from grader.model import Case, Check
-from grader.traps import TOP2_NOT_MASKED
+from grader.judge.traps import TOP2_NOT_MASKED
+from grader.specs.inputs import logits
+from grader.specs.model import Case, Check
 
 SKELETON_TRAPS = ()
 

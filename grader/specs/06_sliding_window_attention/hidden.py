@@ -5,19 +5,18 @@ causal attention), windows whose first key sits on a tile's last key (18: a lowe
 too late skips it), and, for 16x16, 16x32 and 32x16 tiles, windows one short of, a whole number
 of and one past key tiles, wider than a block and a tile together, so that a block's window edge
 lies apart from its diagonal (with 32-row blocks it crosses three 16-key tiles); M < N and M > N
-one past and one short of a tile (``grader.boundary``). Two hostile cases: scores that fall by 8
+one past and one short of a tile (``grader.specs.boundary``). Two hostile cases: scores that fall by 8
 per key position, so that the keys just older than a row's window score up to 250 above the
 window's own (a mask applied after the max and the exponential loses the row), and scores near
 -150 (a finite mask value like -100 would beat them). Strides and half-precision inputs are
 handled by given code: they are 0-point notes.
 """
 
-from grader import boundary
-from grader.gallery import right, wrong
-from grader.inputs import all_low, future_high, growing, qkv
-from grader.model import Case, Check
+from grader.judge.traps import WINDOW_IGNORED, WINDOW_OFF_BY_ONE
+from grader.specs import boundary
 from grader.specs.hidden import ATTENTION_NOTES, attention_cases
-from grader.traps import WINDOW_IGNORED, WINDOW_OFF_BY_ONE
+from grader.specs.inputs import all_low, future_high, growing, qkv
+from grader.specs.model import Case, Check, right, wrong
 
 CASES = [
     Case(name="square-48-w10", about="M=N=48, D=16, WINDOW=10: the worked example's shape",

@@ -1,0 +1,230 @@
+"""``nox -s batch -- --submissions DIR --out DIR``: grade a class.
+
+Every subfolder of DIR is one student's submission, graded by ``python -m grader`` in its own
+process (with the grader's usual per-exercise isolation) by one of two engines
+(``grader/classroom/engines/``):
+
+- ``--engine local`` (the default): several students at once on this machine, one worker per GPU
+  (each pinned with CUDA_VISIBLE_DEVICES), otherwise one per CPU core;
+- ``--engine slurm``: one Slurm array task per student, submitted through submitit; or, with
+  ``--emit-sbatch FILE``, a plain sbatch script to submit by hand, and ``--gather`` afterwards.
+
+Writes ``OUT/<student>/score.json`` (and ``score.html``), ``OUT/gradebook.csv`` (with one column
+per trap) and ``OUT/class.html`` (grader.classroom.dashboard). A student's files may sit in a folder below
+theirs, as an unzipped upload's do: the grader finds them (grader.run.discover). A rerun skips
+students already graded by the same grader version, unless ``--force``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.classroom import dashboard
+from grader.classroom.engines import local, slurm
+from grader.classroom.engines.task import Task, clear, files, grader_version, is_graded, read_json
+from kata.catalogue import EXERCISE_LIST, ROOT
+
+# The gradebook's status column: only "graded" rows have a score.
+STATUSES = ("graded", "infra_error", "grader_error", "queued", "running", "not_graded")
+
+
+def find_students(submissions: Path) -> dict[str, Path]:
+    """{student: the folder to grade}: one subfolder of DIR per student."""
+    return {
+        d.name: d.resolve()
+        for d in sorted(submissions.iterdir())
+        if d.is_dir() and not d.name.startswith(".")
+    }
+
+
+@dataclass
+class Row:
+    """One student of the gradebook."""
+
+    student: str
+    status: str  # one of STATUSES
+    report: dict | None = None  # the score report, when graded
+    note: str = ""  # why there is no score, or what is odd about it
+
+
+def gather(out: Path) -> list[Row]:
+    """One row per student folder in OUT, from what the engines wrote there: graded students
+    from their score.json; the others with the reason (Slurm's, for the Slurm engine)."""
+    version = grader_version()
+    students = sorted(d.name for d in out.iterdir() if d.is_dir() and not d.name.startswith("."))
+    rows: dict[str, Row] = {}
+    unsettled = []
+    for student in students:
+        f = files(out, student)
+        record, report = read_json(f.task), read_json(f.score)
+        if report and "score" in report and (record is None or record.get("status") == "graded"):
+            stale = record is not None and record.get("grader_version") != version
+            note = f"graded by grader {record['grader_version']}, not {version}" if stale else ""
+            rows[student] = Row(student, "graded", report, note)
+        elif record and record.get("status") == "grader_error":
+            rows[student] = Row(student, record["status"], None, record.get("reason", ""))
+        else:  # running, never started, or stopped from outside: ask Slurm why
+            unsettled.append(student)
+    for student, (status, note) in slurm.explain(out, unsettled).items():
+        rows[student] = Row(student, status, None, note)
+    return [rows[s] for s in students]
+
+
+def write_gradebook(rows: list[Row], out: Path) -> Path:
+    """OUT/gradebook.csv: student, score, max_score, one column per exercise, traps, one
+    trap:<id> column per known trap (1: fell into it), integrity (the exercises edited outside
+    their TODO regions, `;`-separated), status, note. Rows without a score have empty score
+    columns (never a 0)."""
+    path = out / "gradebook.csv"
+    stems = [ex.stem for ex in EXERCISE_LIST]
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["student", "score", "max_score", *stems, "traps", *dashboard.TRAP_HEADER,
+                         "integrity", "status", "note"])  # fmt: skip
+        for row in rows:
+            traps = dashboard.trap_columns(row.report)
+            if row.report is None:
+                writer.writerow([row.student, "", "", *[""] * len(stems), "", *traps, "",
+                                 row.status, row.note])  # fmt: skip
+                continue
+            per = {e["id"]: e["score"] for e in row.report["exercises"]}
+            edited = [e["id"][:2] for e in row.report["exercises"]
+                      if (e.get("integrity") or {}).get("ok") is False]  # fmt: skip
+            writer.writerow([row.student, row.report["score"], row.report["max_score"],
+                             *[per.get(s, "") for s in stems], ";".join(row.report["traps"]),
+                             *traps, ";".join(edited), row.status, row.note])  # fmt: skip
+    return path
+
+
+def finish(out: Path) -> Path:
+    """Gather, write the gradebook and the pages, and say what has no score and why."""
+    rows = dashboard.annotate(gather(out), out)  # notes for nested and empty uploads
+    book = write_gradebook(rows, out)
+    page = dashboard.write_pages(rows, out, out.name)
+    if page:
+        print(f"class page: {page}")
+    counts = {s: sum(r.status == s for r in rows) for s in STATUSES}
+    print(f"gradebook: {book}  (" + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ")")
+    for row in rows:
+        if row.status != "graded":
+            print(f"  {row.student}: {row.status}: {row.note}")
+    return book
+
+
+SLURM_ONLY = ("partition", "gpus_per_task", "max_parallel", "time", "mem_gb", "account",
+              "sbatch_arg")  # fmt: skip
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="nox -s batch --", description="Grade every student folder.")
+    p.add_argument("--submissions", type=Path, help="one subfolder per student")
+    p.add_argument("--out", type=Path, required=True, help="where reports and gradebook.csv go")
+    p.add_argument("--engine", choices=("local", "slurm"), default="local",
+                   help="local: this machine (default); slurm: one Slurm array task per student")  # fmt: skip
+    p.add_argument("--force", action="store_true", help="regrade students already graded")
+    p.add_argument("--device", choices=("auto", "cuda", "interpreter"), default="auto")
+    p.add_argument("--timeout", type=float, help="seconds per exercise for a submission")
+    p.add_argument("--gather", action="store_true",
+                   help="grade nothing: write the gradebook from what OUT holds (after --emit-sbatch)")  # fmt: skip
+    local_ = p.add_argument_group("local engine")
+    local_.add_argument("--jobs", type=int,
+                        help="students graded at once (default: GPUs, else CPU cores)")  # fmt: skip
+    s = p.add_argument_group("slurm engine (and --emit-sbatch)")
+    s.add_argument("--emit-sbatch", type=Path, metavar="FILE",
+                   help="write an sbatch array script to submit by hand, instead of submitting")  # fmt: skip
+    s.add_argument("--partition", help="Slurm partition (default: the cluster's default)")
+    s.add_argument("--gpus-per-task", type=int,
+                   help="GPUs per student (default: 1, or 0 with --device interpreter)")  # fmt: skip
+    s.add_argument("--max-parallel", type=int, default=8,
+                   help="array tasks running at once (default: 8)")  # fmt: skip
+    s.add_argument("--time", type=int, default=30, metavar="MIN",
+                   help="time limit per student, in minutes (default: 30)")  # fmt: skip
+    s.add_argument("--mem-gb", type=float, help="memory per task (default: the partition's)")
+    s.add_argument("--account", help="Slurm account to charge")
+    s.add_argument("--sbatch-arg", action="append", default=[], metavar="--OPTION=VALUE",
+                   help="any other sbatch option, e.g. --sbatch-arg=--qos=short (repeatable)")  # fmt: skip
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
+    args = p.parse_args(argv)
+    out = args.out.resolve()
+    slurm_mode = args.engine == "slurm" or args.emit_sbatch
+    if args.gather:
+        if not out.is_dir():
+            p.error(f"{args.out} is not a folder")
+        finish(out)
+        return 0
+    if args.submissions is None:
+        p.error("--submissions DIR is needed (or --gather to only write the gradebook)")
+    if not args.submissions.is_dir():
+        print(f"batch: {args.submissions} is not a folder", file=sys.stderr)
+        return 2
+    given = [o for o in SLURM_ONLY if p.get_default(o) != getattr(args, o)]
+    if not slurm_mode and given:
+        p.error(f"--{given[0].replace('_', '-')} is for --engine slurm or --emit-sbatch")
+    if slurm_mode and args.jobs:
+        p.error("--jobs is for the local engine; with Slurm, --max-parallel caps the tasks")
+    if slurm_mode and args.engine == "slurm" and not args.emit_sbatch:
+        problem = slurm.missing_commands()
+        if problem:
+            print(f"batch: {problem}", file=sys.stderr)
+            return 2
+
+    students = find_students(args.submissions)
+    out.mkdir(parents=True, exist_ok=True)
+    for student in students:  # OUT lists the class, for --gather
+        (out / student).mkdir(exist_ok=True)
+    version = grader_version()
+    todo = [s for s in students if args.force or not is_graded(out, s, version)]
+    skipped = len(students) - len(todo)
+
+    if slurm_mode:
+        gpus = args.gpus_per_task
+        if gpus is None:
+            gpus = 0 if args.device == "interpreter" else 1
+        opts = slurm.Options(args.partition, gpus, args.max_parallel, args.time, args.mem_gb,
+                             args.account, tuple(args.sbatch_arg), args.device)  # fmt: skip
+        inner, where = opts.cpus, "one Slurm array task per student"
+        local_ = slurm.local_paths({"OUT": out, "the submissions": args.submissions,
+                                    "this checkout": ROOT, "Python": Path(sys.executable)})  # fmt: skip
+        if local_:
+            print(f"note: usually node-local, but the nodes must see them: {'; '.join(local_)} "
+                  f"({slurm.SHARED_HINT})", file=sys.stderr)  # fmt: skip
+    else:
+        slots, inner, where = local.plan(args.device, args.jobs)
+        where = f"{len(slots)} worker(s) on {where}"
+    print(f"{len(students)} student(s) in {args.submissions}: grading {len(todo)}, "
+          f"{skipped} already graded; {where}; grader {version}")  # fmt: skip
+    tasks = [Task(s, str(students[s]), str(out), args.device, inner, args.timeout) for s in todo]
+    if not (slurm_mode and not args.emit_sbatch):  # the Slurm engine clears once sbatch took it
+        for task in tasks:
+            clear(out, task.student)
+
+    code = 0
+    if args.emit_sbatch:
+        if not tasks:
+            print("nothing to grade (--force regrades everyone)")
+        else:
+            script, manifest = slurm.emit(tasks, out, opts, args.emit_sbatch.resolve())
+            print(f"wrote {script} ({len(tasks)} array task(s)) and {manifest}\n"
+                  f"submit it with: sbatch {script}\n"
+                  f"when it is over: nox -s batch -- --gather --out {out}")  # fmt: skip
+            return 0
+    elif tasks and slurm_mode:
+        code = slurm.run(tasks, out, opts)
+        if code == 2:
+            return code
+    elif tasks:
+        local.run(tasks, slots)
+    finish(out)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

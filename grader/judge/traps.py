@@ -1,0 +1,584 @@
+"""The classic wrong answers, one object each: the checks name them, the validation gallery
+expects them, and the docs' trap catalogue is generated from them.
+
+A trap's *forms* are what the mistaken kernel outputs on a case. Attention mistakes are replayed
+in float32, tile by tile, the way a kernel computes (an underflow to 0/0 is part of what the
+mistake produces); the rest in float64. Gating forms are built on the kernel's own choices where
+the mistake only shows through them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from grader.specs.model import Case, Output, Trap
+from kata import oracles
+
+# ---- attention, replayed ------------------------------------------------------------------------
+
+
+def masked_attention(q, k, v, visible: np.ndarray) -> np.ndarray:
+    """float64 attention where row i sees the keys visible[i]; a row that sees none gives NaN
+    (0/0), as a kernel would."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    scores = np.where(visible, q @ k.T / np.sqrt(q.shape[1]), -np.inf)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        m = scores.max(axis=1, keepdims=True)
+        p = np.exp(scores - np.where(np.isfinite(m), m, 0.0))
+        return (p @ v) / p.sum(axis=1, keepdims=True)
+
+
+def online_softmax(
+    case: Case,
+    visible: np.ndarray | None = None,
+    *,
+    m_init: float = -np.inf,
+    running_max: bool = True,
+    rescale_acc: bool = True,
+    mask_after_exp: bool = False,
+    skip_future: bool = False,
+    fixed_reference: bool = False,
+) -> np.ndarray:
+    """The flash loop of 01/02 in float32, with one mistake switched on.
+
+    ``visible``: the mask (None: every key); ``m_init``: where the running maximum starts;
+    ``running_max=False``: each tile's own maximum is the reference point; ``rescale_acc=False``:
+    l_i follows the new maximum, acc does not; ``mask_after_exp``: the mask zeroes p after the
+    maximum and the exponential took every key into account; ``skip_future``: the key loop of
+    each query block stops after its last row (the solution's ``hi``); ``fixed_reference``:
+    the reference point stays ``m_init`` (no running maximum at all).
+    """
+    q, k, v = (np.asarray(case.inputs[n], np.float32) for n in "qkv")
+    M, N = len(q), len(k)
+    scores = (q @ k.T) * np.float32(1.0 / math.sqrt(q.shape[1]))
+    visible = np.ones((M, N), bool) if visible is None else visible
+    out = np.empty((M, q.shape[1]))
+    bm, bn = case.block_m, case.block_n
+    with np.errstate(all="ignore"):
+        for r0 in range(0, M, bm) if skip_future else (0,):
+            rows = slice(r0, r0 + bm) if skip_future else slice(0, M)
+            hi = min(N, r0 + bm) if skip_future else N
+            m = np.full(len(scores[rows]), m_init, np.float32)
+            l_i = np.zeros_like(m)
+            acc = np.zeros((len(m), q.shape[1]), np.float32)
+            for n0 in range(0, hi, bn):
+                s = scores[rows, n0 : n0 + bn]
+                seen = visible[rows, n0 : n0 + bn]
+                if not mask_after_exp:
+                    s = np.where(seen, s, np.float32(-np.inf))
+                if fixed_reference:
+                    m_new = m
+                else:
+                    m_new = np.maximum(m, s.max(axis=1)) if running_max else s.max(axis=1)
+                alpha = np.exp(m - m_new)
+                p = np.exp(s - m_new[:, None])
+                if mask_after_exp:
+                    p = np.where(seen, p, np.float32(0))
+                l_i = l_i * alpha + p.sum(axis=1)
+                acc = (acc * alpha[:, None] if rescale_acc else acc) + p @ v[n0 : n0 + bn]
+                m = m_new
+            out[rows] = acc / l_i[:, None]
+    return out
+
+
+def _grid(case: Case) -> tuple[np.ndarray, np.ndarray]:
+    return np.arange(len(case.inputs["q"]))[:, None], np.arange(len(case.inputs["k"]))[None, :]
+
+
+def _causal(case: Case) -> np.ndarray:
+    rows, cols = _grid(case)
+    return rows >= cols
+
+
+def _qkv(case: Case):
+    return (case.inputs[n] for n in "qkv")
+
+
+def _unrescaled(case: Case, _got: Output) -> list[Output]:
+    return [{"out": online_softmax(case, rescale_acc=False)}]
+
+
+def _max_from_zero(case: Case, _got: Output) -> list[Output]:
+    return [{"out": online_softmax(case, m_init=0.0)}]
+
+
+def _not_running_max(case: Case, _got: Output) -> list[Output]:
+    """Each tile's own maximum as the reference point, or none at all (exp of raw scores)."""
+    return [
+        {"out": online_softmax(case, running_max=False)},
+        {"out": online_softmax(case, m_init=0.0, fixed_reference=True)},
+    ]
+
+
+def _block_skip(case: Case) -> np.ndarray:
+    """Keys a kernel whose loop stops after its query block's last row ever loads."""
+    rows, cols = _grid(case)
+    return cols < (rows // case.block_m + 1) * case.block_m
+
+
+def _non_causal(case: Case, _got: Output) -> list[Output]:
+    q, k, v = _qkv(case)
+    return [
+        {"out": oracles.attention(q, k, v)},
+        # No mask, but the loop already stops at the block's end: causal by whole tiles only.
+        {"out": masked_attention(q, k, v, _block_skip(case))},
+    ]
+
+
+def _off_by_one(case: Case, _got: Output) -> list[Output]:
+    rows, cols = _grid(case)
+    one_ahead = rows + 1 >= cols
+    q, k, v = _qkv(case)
+    return [
+        {"out": masked_attention(q, k, v, rows > cols)},  # strict: the diagonal is lost
+        {"out": masked_attention(q, k, v, one_ahead)},  # one future key admitted
+        {"out": masked_attention(q, k, v, one_ahead & _block_skip(case))},
+    ]
+
+
+def _after_exp(case: Case, _got: Output) -> list[Output]:
+    return [
+        {"out": online_softmax(case, _causal(case), mask_after_exp=True, skip_future=skip)}
+        for skip in (True, False)
+    ]
+
+
+def _bottom_right(case: Case, _got: Output) -> list[Output]:
+    rows, cols = _grid(case)
+    br = rows + (len(case.inputs["k"]) - len(case.inputs["q"])) >= cols
+    q, k, v = _qkv(case)
+    return [{"out": masked_attention(q, k, v, br & skip)} for skip in (True, _block_skip(case))]
+
+
+def _window_skip(case: Case, window: int) -> np.ndarray:
+    """Keys a kernel whose loop starts at the tile holding its query block's first row's
+    oldest key (the solution's ``lo`` for ``window``) ever loads."""
+    rows, cols = _grid(case)
+    first = np.maximum(rows // case.block_m * case.block_m - window + 1, 0)
+    return cols >= first // case.block_n * case.block_n
+
+
+def _window_ignored(case: Case, _got: Output) -> list[Output]:
+    q, k, v = _qkv(case)
+    return [
+        {"out": oracles.attention(q, k, v, causal=True)},
+        # No window condition, but the loop already starts at the window's first tile.
+        {"out": masked_attention(q, k, v, _causal(case) & _window_skip(case, case.window))},
+    ]
+
+
+def _window_off_by_one(case: Case, _got: Output) -> list[Output]:
+    q, k, v = _qkv(case)
+    M, N, W = len(q), len(k), case.window
+    wide = oracles.causal_mask(M, N, W + 1)
+    return [
+        {"out": masked_attention(q, k, v, oracles.causal_mask(M, N, W - 1))},  # W - 1 keys
+        {"out": masked_attention(q, k, v, wide)},  # W + 1 keys
+        {"out": masked_attention(q, k, v, wide & _window_skip(case, W))},  # and the right lo
+    ]
+
+
+# ---- gating ----------------------------------------------------------------------------------
+
+
+def _probs32(logits: np.ndarray) -> np.ndarray:
+    """The softmax as a kernel computes it, in float32 (small probabilities underflow to 0)."""
+    x = np.asarray(logits, np.float32)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _top1_twice(case: Case, _got: Output) -> list[Output]:
+    _, _, idx0, _ = oracles.top2_gating(case.inputs["logits"])
+    return [{"idx0": idx0, "idx1": idx0}]
+
+
+def _fill_too_high(case: Case, _got: Output) -> list[Output]:
+    """The top-1 position filled with 0 instead of -inf before the second pick: in probability
+    space 0 ties with every probability that underflowed; in logit space it beats every
+    negative logit."""
+    logits = np.asarray(case.inputs["logits"], np.float32)
+    _, _, idx0, _ = oracles.top2_gating(logits)
+    top1 = np.arange(logits.shape[1])[None, :] == idx0[:, None]
+    forms = []
+    for values in (_probs32(logits), logits):
+        idx1 = np.argmax(np.where(top1, np.float32(0), values), axis=1)  # lowest index on ties
+        forms.append({"idx0": idx0, "idx1": idx1})
+    return forms
+
+
+def _highest_index_on_ties(case: Case, _got: Output) -> list[Output]:
+    logits = np.asarray(case.inputs["logits"], np.float64)
+    *_, idx0, idx1 = oracles.top2_gating(logits[:, ::-1])  # mirrored: the last index wins ties
+    last = logits.shape[1] - 1
+    return [{"idx0": last - idx0, "idx1": last - idx1}]
+
+
+def _raw_weights(case: Case, got: Output) -> list[Output]:
+    """The softmax probabilities of the experts the kernel itself chose, not renormalized."""
+    probs = oracles.softmax(case.inputs["logits"])
+    E = probs.shape[1]
+    i0, i1 = got["idx0"].astype(np.int64), got["idx1"].astype(np.int64)
+    if ((i0 < 0) | (i0 >= E) | (i1 < 0) | (i1 >= E)).any():
+        return []
+    rows = np.arange(len(probs))
+    return [{"w0": probs[rows, i0], "w1": probs[rows, i1]}]
+
+
+# ---- the performance track's attention (B, H, S, D) -------------------------------------------
+
+
+def _per_head(case: Case, attend) -> np.ndarray:
+    q, k, v = _qkv(case)
+    out = np.empty(q.shape)
+    for b in range(q.shape[0]):
+        for h in range(q.shape[1]):
+            out[b, h] = attend(q[b, h], k[b, h], v[b, h])
+    return out
+
+
+def _exp2_base(case: Case, _got: Output) -> list[Output]:
+    """exp2 of scores scaled without log2(e) is exp of scores times ln 2; with the inverse
+    constant, times ln(2)^2."""
+    return [
+        {"out": _per_head(case, lambda q, k, v, f=f: oracles.attention(q * f, k, v, case.causal))}
+        for f in (math.log(2), math.log(2) ** 2)
+    ]
+
+
+def _no_diagonal(case: Case, _got: Output) -> list[Output]:
+    """Causal attention without the diagonal stage: each query tile of BLOCK_M rows sees only
+    the keys before it (its first tile sees nothing: 0/0). BLOCK_M is the autotuner's choice,
+    so every plausible one is a form, with the exp2 scale right or still missing."""
+    S = case.inputs["q"].shape[2]
+    rows, cols = np.arange(S)[:, None], np.arange(S)[None, :]
+    forms = []
+    for block_m in (16, 32, 64, 128, 256):
+        seen = cols < rows // block_m * block_m
+        for f in (1.0, math.log(2)):
+            attend = lambda q, k, v, seen=seen, f=f: masked_attention(q * f, k, v, seen)  # noqa: E731
+            forms.append({"out": _per_head(case, attend)})
+    return forms
+
+
+# ---- the traps -------------------------------------------------------------------------------
+
+ACC_NOT_RESCALED = Trap(
+    id="acc-not-rescaled",
+    todo="rescale-acc",
+    summary="acc was not rescaled when the running max grew",
+    message="Once the running maximum grows, everything already summed into acc was weighted "
+    "against the old maximum and is now too large. l_i was rescaled by alpha but acc was not: "
+    "revisit TODO(rescale-acc).",
+    hint="rescale acc by alpha, as l_i is (TODO rescale-acc)",
+    why=(
+        "`l_i` and `acc` are the denominator and the numerator of one weighted average, and "
+        "every term in them is an `exp(score - m)` measured from the running maximum `m` of "
+        "the moment it was added. When a later key block raises the maximum, `alpha = "
+        "exp(m_old - m_new)` moves `l_i` to the new reference point. Without the same factor, "
+        "each earlier term of `acc` stays too large by `exp(m_now - m_then)`, the product of "
+        "every `alpha` it missed. The output then leans toward the early keys, and can even "
+        "leave the range of the values in `v`, which no weighted average can do. The mistake "
+        "is invisible while no later block raises a row's maximum (one key block, or the "
+        "row's largest score in its first block), so the checks use keys whose every block "
+        "raises it. The [guide's hand example](guide.md#why-acc-needs-the-same-alpha-as-l_i) "
+        "works one row through."
+    ),
+    forms=_unrescaled,
+    invariant="acc and l_i are always weighted against the same running maximum m_i.",
+)
+RUNNING_MAX_NOT_FROM_NEG_INF = Trap(
+    id="running-max-not-from-neg-inf",
+    todo="rescale-acc",
+    summary="the running maximum starts above some rows' scores",
+    message="The running maximum must start at -inf (or below every score). Started at 0, it "
+    "stays the reference point of rows whose scores are all far below 0, exp() underflows for "
+    "every key, and the row ends as 0/0. It is given code, just above TODO(rescale-acc).",
+    hint="start m_i at -inf, not 0 (TODO rescale-acc)",
+    why=(
+        "The running maximum is the reference point of every `exp()`. Started at 0, it stays "
+        "0 for a row whose scores all lie far below zero. Below about -104, `exp()` "
+        "underflows to 0 in float32, so every key of that row adds 0 to `l_i` and to `acc`, "
+        "and the row ends as 0/0 = NaN. On ordinary scores the mistake changes nothing, "
+        "because any fixed reference point cancels in the final division. Start at -inf (or "
+        "at any value below every real score, such as -1e30): on the first tile, `alpha = "
+        "exp(-inf - m_new) = 0` then clears the empty sums."
+    ),
+    forms=_max_from_zero,
+    invariant="The running maximum starts below every score (at -inf), so the first tile's maximum becomes the reference point.",
+)
+REFERENCE_NOT_RUNNING_MAX = Trap(
+    id="reference-not-running-max",
+    todo="rescale-acc",
+    summary="the reference point of exp() is not the running maximum",
+    message="The reference point of every exp() must be the running maximum, max(m_i, tile "
+    "max). With another one (each tile's own maximum, or none at all), a score far above the "
+    "reference, or alpha = exp(m_old - m_new) when a row's maximum falls, overflows and the "
+    "row ends as inf or NaN. Revisit TODO(rescale-acc) and the lines around it.",
+    hint="m_new = max(m_i, tile max) (TODO rescale-acc)",
+    why=(
+        "Moving the reference point is exact arithmetic; only overflow can break it. That is "
+        "why the reference must be the running maximum `max(m_i, tile max)`: no score ever "
+        "lies above it, so no `exp()` exceeds 1. With each tile's own maximum instead, `alpha "
+        "= exp(m_old - m_new)` is above 1 whenever a row's maximum falls from one tile to the "
+        "next, and overflows to inf once the fall passes about 88 (float32's `exp` overflows "
+        "just above 88.7). With no reference at all (`exp(score)`), any score above about 88 "
+        "overflows. Both variants are exact on ordinary scores, so only large scores, or a "
+        "maximum that falls far, expose them."
+    ),
+    forms=_not_running_max,
+    invariant="Every exp() is taken relative to the running maximum, so no exponent is ever positive.",
+)
+CAUSAL_MASK_MISSING = Trap(
+    id="causal-mask-missing",
+    todo="causal-mask",
+    summary="future keys were attended to",
+    message="This is correct non-causal attention, or causal only tile by tile: query rows also "
+    "attend to keys after their own position. Add the per-pair condition (row sees keys up to "
+    "itself) in TODO(causal-mask).",
+    hint="hide keys after each row's position (TODO causal-mask)",
+    why=(
+        "Causality is a property of each (row, key) pair: row `i` may see keys `0..i`. Only a "
+        "per-pair test enforces it. Lowering the loop bound `hi` skips the tiles that lie "
+        "wholly in the future, which saves work, but the tiles that cross the diagonal still "
+        "hold future keys for most of their rows, and without the per-pair test those keys "
+        "count. The plain non-causal kernel is not buggy: it matches the non-causal oracle, "
+        "because it computes a different task. The grader recognises both forms, the kernel "
+        "with no mask at all and the kernel whose loop stops at the end of the query block "
+        "with no per-pair mask."
+    ),
+    forms=_non_causal,
+    invariant="Query row i gives weight 0 to every key after position i.",
+)
+CAUSAL_MASK_OFF_BY_ONE = Trap(
+    id="causal-mask-off-by-one",
+    todo="causal-mask",
+    summary="the causal mask is off by one on the diagonal",
+    message="The mask is one key off on the diagonal: each row must see its own key but not the "
+    "next one (a strict comparison drops the diagonal, and row 0 then sees nothing). Check the "
+    "comparison in TODO(causal-mask).",
+    hint="row i sees key i, not i + 1 (TODO causal-mask)",
+    why=(
+        "The diagonal is exactly where `<` and `<=` disagree. A strict comparison (`key < "
+        "row`) hides each row's own key, so row 0 sees no key at all: all its scores are "
+        "-inf, `m_new` stays -inf, and `alpha = exp(-inf - (-inf))` is NaN, which then "
+        "spreads through the row. One key too generous (`key <= row + 1`) lets every row see "
+        "its next key. The right condition, `key <= row`, also guarantees that every row "
+        "meets a real score in the first tile it visits."
+    ),
+    forms=_off_by_one,
+    invariant="Row i sees key i itself, and no key after it.",
+)
+CAUSAL_MASK_AFTER_EXP = Trap(
+    id="causal-mask-after-exp",
+    todo="causal-mask",
+    summary="future keys were masked after the maximum and exp",
+    message="The mask was applied after the row maximum and the exponential saw every key. "
+    "When a future key scores far above the visible ones, it becomes the reference point, the "
+    "visible keys underflow to 0, and the row is lost. Mask before the max and the exp, not "
+    "after: TODO(causal-mask).",
+    hint="mask scores before the max and exp (TODO causal-mask)",
+    why=(
+        "The mask must act on the scores, before the row maximum and the exponential. Zeroing "
+        "`p` after them looks equivalent, and is exact on ordinary scores, because the "
+        "reference point cancels. But the maximum has then been taken over the hidden keys "
+        "too. When a future key scores far above every visible one, it becomes the reference "
+        "point, `exp()` of every visible score underflows to 0, both sums stay 0, and the row "
+        "ends as 0/0 = NaN. Set hidden scores to -inf (or to a finite value far below every "
+        "real score) before `tl.max`."
+    ),
+    forms=_after_exp,
+    invariant="A hidden key never reaches the row maximum or the exponential.",
+)
+CAUSAL_BOTTOM_RIGHT = Trap(
+    id="causal-bottom-right",
+    todo="causal-mask",
+    summary="the causal mask is aligned bottom-right",
+    message="The mask is aligned bottom-right (the last query sees the last key, as in "
+    "FlashAttention >= 2.1). This exercise uses the chapter's top-left alignment, like torch's "
+    "is_causal=True: row i sees keys 0..i whatever N is. Revisit TODO(causal-mask).",
+    hint="row i sees keys 0..i whatever N is (TODO causal-mask)",
+    why=(
+        'When M != N, "the diagonal" needs a convention. The chapter, the kata and torch\'s '
+        "`scaled_dot_product_attention(is_causal=True)` align it top-left: row `i` sees keys "
+        "`0..i`, whatever N is. FlashAttention 2.1 and later align it bottom-right: row `i` "
+        "sees keys `0..i + (N - M)`, so that the last query sees the last key. The two agree "
+        "only when M = N, so square cases cannot tell them apart; the rectangular ones can. "
+        "The [guide](guide.md#alignment-when-m--n) draws both masks for M=3, N=5."
+    ),
+    forms=_bottom_right,
+    invariant="The mask is aligned top-left: row i sees keys 0..i, whatever N is.",
+)
+WINDOW_IGNORED = Trap(
+    id="window-ignored",
+    todo="window-mask",
+    summary="keys older than the window were attended to",
+    message="This is plain causal attention, or causal attention over whole tiles from the "
+    "loop's lower bound on: query rows also attend to keys WINDOW or more positions before "
+    "their own. Add the per-pair window condition (row i sees keys i - WINDOW + 1 .. i) in "
+    "TODO(window-mask).",
+    hint="hide keys WINDOW or more positions back (TODO window-mask)",
+    why=(
+        "The window is a property of each (row, key) pair, like causality: row `i` may see "
+        "keys `i - WINDOW + 1 .. i`. Only a per-pair test enforces its lower edge. Raising the "
+        "loop's lower bound skips the tiles that lie wholly before every row's window, which "
+        "saves work, but the window's first key usually sits inside a tile, and that tile's "
+        "older keys still count without the per-pair test (and so do the tiles between the "
+        "first row's window and a later row's). The untouched skeleton is exercise 02's "
+        "answer: correct causal attention, for a different task. The grader recognises both "
+        "forms, plain causal attention and causal attention from the window's first tile on."
+    ),
+    forms=_window_ignored,
+    invariant="Row i gives weight 0 to every key more than WINDOW - 1 positions before it.",
+)
+WINDOW_OFF_BY_ONE = Trap(
+    id="window-off-by-one",
+    todo="window-mask",
+    summary="the window holds WINDOW - 1 or WINDOW + 1 keys",
+    message="The window is one key off: row i must see exactly the WINDOW keys i - WINDOW + 1 "
+    ".. i, its own included. One fewer loses each row's oldest key (with WINDOW = 1 a row then "
+    "sees nothing and comes out NaN); one more lets in a key outside the window. Check the "
+    "comparison in TODO(window-mask).",
+    hint="WINDOW keys per row, its own included (TODO window-mask)",
+    why=(
+        "A window of `WINDOW` keys ends at the row itself, so it starts `WINDOW - 1` keys "
+        "back: the row keeps key `j` when `i - j < WINDOW`, or `j >= i - WINDOW + 1`. Mixing "
+        "the two ways of writing it (`<=` with `WINDOW`, `>` with `i - WINDOW + 1`) moves the "
+        "edge by one key: each row gains a key older than its window, or loses its oldest "
+        "one, and with `WINDOW = 1` then sees nothing at all (`0/0`). The grader recognises "
+        "`WINDOW - 1` and `WINDOW + 1` keys, the latter also with the right lower bound on "
+        "the loop, which keeps the extra key out of reach of a block's first row when its "
+        "window begins on a tile boundary."
+    ),
+    forms=_window_off_by_one,
+    invariant="Row i sees exactly the WINDOW keys i - WINDOW + 1 .. i, its own included.",
+)
+TOP2_NOT_MASKED = Trap(
+    id="top2-not-masked",
+    todo="top2-mask",
+    summary="the top-1 expert was picked again as top-2",
+    message="The second max/argmax ran over the same row and found the top-1 expert again, so "
+    "every token got the same expert twice. Take the top-1 position out first: TODO(top2-mask).",
+    hint="take the top-1 position out first (TODO top2-mask)",
+    why=(
+        "`max` and `argmax` are functions of the row: asked twice about the same row, they "
+        'give the same answer, so the "second" expert is the first one again and every token '
+        "is routed twice to one expert. The top-1 has to leave the candidates before the "
+        "second search, and it should leave by **position** (`cols == i0`), not by value. "
+        "Masking every expert whose probability equals the top-1's also removes the experts "
+        "tied with it: on a row where every expert ties, it removes them all."
+    ),
+    forms=_top1_twice,
+    invariant="A token's two experts are different: the top-1 is out of the second search.",
+)
+TOP1_FILL_TOO_HIGH = Trap(
+    id="top1-fill-too-high",
+    todo="top2-mask",
+    summary="the value put in the top-1's place can still win",
+    message="The value put in the top-1's place before the second pick must be below every real "
+    "candidate. 0 ties with a probability that underflowed to 0 (and beats every negative "
+    "logit), so the top-1 expert can be picked again. Use -inf: TODO(top2-mask).",
+    hint="fill the top-1 slot with -inf (TODO top2-mask)",
+    why=(
+        "The value written into the top-1's slot must lose to every real candidate. 0 does "
+        "not. Among probabilities it ties with every probability that underflowed to 0 in "
+        "float32 (a logit far above the rest does that to all the others), and argmax, which "
+        "takes the lowest index among equal values, can then return the top-1 again. Among "
+        "logits, 0 beats every negative logit. -inf always loses; so does any value below "
+        "every candidate, such as -1 among probabilities, which are never negative."
+    ),
+    forms=_fill_too_high,
+    invariant="The value put in the top-1's place loses to every real candidate.",
+)
+TIES_NOT_LOWEST_INDEX = Trap(
+    id="ties-not-lowest-index",
+    todo="top2-mask",
+    summary="equal logits went to the highest expert index",
+    message="Experts with equal logits must be taken lowest index first (the rule tl.argmax "
+    "follows), so that routing is reproducible. Your kernel takes the highest index first: "
+    "revisit TODO(top2-mask).",
+    hint="ties go to the lowest expert index (TODO top2-mask)",
+    why=(
+        "When experts have exactly equal logits, the top two are not unique, and a routing "
+        "rule must pick. The kata's rule is the one `tl.argmax` follows: among equal values, "
+        "the lowest index first. A fixed rule keeps routing reproducible. `torch.topk` does "
+        "not define an order among ties, so the grader compares the chosen experts by "
+        "probability and applies the index rule only on exact ties. A kernel that takes the "
+        "highest index first (for example, `tl.max` over `tl.where(probs == p0, cols, -1)`) "
+        "breaks the rule on those rows only."
+    ),
+    forms=_highest_index_on_ties,
+    invariant="Equal logits go to the lowest expert index first.",
+)
+WEIGHTS_NOT_RENORMALIZED = Trap(
+    id="weights-not-renormalized",
+    todo="renormalize",
+    summary="weights are raw softmax probabilities",
+    message="The weights are the raw softmax probabilities of the two chosen experts. They sum "
+    "to the top-2 share of all E experts, which is below one by a different amount for every "
+    "token; divide by their sum: TODO(renormalize).",
+    hint="make w0 + w1 = 1 per token (TODO renormalize)",
+    why=(
+        "This exercise follows the chapter's specification: the two weights are the chosen "
+        "experts' probabilities divided by their sum, so that `w0 + w1 = 1`. Without the "
+        "division the weights sum to the top-2 share of all E experts, which falls short of "
+        "one by a different amount for every token (a peaked row keeps most of its mass in "
+        "its top two, a flat row does not), so no constant factor downstream can repair it. "
+        "Whether to renormalize is a model's design choice, and the bug is using weights "
+        "other than the ones the model was trained with. The weights are judged on the "
+        "experts your kernel chose; while it picks one expert twice they cannot be judged at "
+        "all (the check is `blocked`), but the trap is still named."
+    ),
+    forms=_raw_weights,
+    invariant="w0 + w1 = 1 for every token.",
+)
+EXP2_CONSTANT_WRONG = Trap(
+    id="exp2-constant-wrong",
+    todo="exp2-scale",
+    summary="exp2 ran without log2(e) in the scale",
+    message="The loop computes exp2, so the scale must carry log2(e) = 1.4427 for exp2 to equal "
+    "softmax's exp. Without it (or with its inverse) every score is effectively multiplied by "
+    "ln 2 (or ln(2)^2): a softmax at the wrong temperature. Revisit TODO(exp2-scale).",
+    hint="qk_scale = sm_scale * log2(e) (TODO exp2-scale)",
+    why=(
+        "`exp(x) = exp2(x * log2(e))`, so a loop that calls `exp2` must carry `log2(e) = "
+        "1/ln(2)` in its scale. Without it, `exp2(s)` equals `exp(s * ln 2)`: every score is "
+        "multiplied by ln 2 = 0.693 (by ln(2)^2 with the inverse constant), a softmax at a "
+        "higher temperature, flatter than the right one, with no NaN or overflow to give it "
+        "away. Fold the constant into the scale once, outside the loop; `alpha` and `p` then "
+        "come out exactly as in 01."
+    ),
+    forms=_exp2_base,
+    invariant="exp2(x * log2(e)) = exp(x): the scale carries log2(e).",
+)
+DIAGONAL_STAGE_MISSING = Trap(
+    id="diagonal-stage-missing",
+    todo="causal-stages",
+    summary="the causal loop never visits the diagonal tiles",
+    message="Stage 1 only covers keys left of each query tile; the keys of the tile's own rows "
+    "(the diagonal stage, with the mask) were never visited, so rows miss their own and nearby "
+    "keys and the first tile sees no key at all. Revisit TODO(causal-stages).",
+    hint="add the masked diagonal stage (TODO causal-stages)",
+    why=(
+        "The fast kernel runs its causal loop in two stages: first the key tiles wholly "
+        "before the query tile's rows, which need no mask, then the tiles that hold the "
+        "diagonal, with the mask. Without the second stage, every row misses its own key and "
+        "the keys just before it inside its tile, and the first query tile of each head "
+        "visits no key at all: its sums stay 0 and its rows end as 0/0 = NaN."
+    ),
+    forms=_no_diagonal,
+    invariant="Every query row visits every key up to its own position, the diagonal tile included.",
+)
+
+TRAPS: dict[str, Trap] = {
+    t.id: t
+    for t in (
+        ACC_NOT_RESCALED, RUNNING_MAX_NOT_FROM_NEG_INF, REFERENCE_NOT_RUNNING_MAX,
+        CAUSAL_MASK_MISSING, CAUSAL_MASK_OFF_BY_ONE, CAUSAL_MASK_AFTER_EXP, CAUSAL_BOTTOM_RIGHT,
+        TOP2_NOT_MASKED, TOP1_FILL_TOO_HIGH, TIES_NOT_LOWEST_INDEX, WEIGHTS_NOT_RENORMALIZED,
+        EXP2_CONSTANT_WRONG, DIAGONAL_STAGE_MISSING,
+        WINDOW_IGNORED, WINDOW_OFF_BY_ONE,
+    )
+}  # fmt: skip

@@ -1,0 +1,182 @@
+"""``reports/score.html``: the score report as a page a student looks at.
+
+One self-contained file: CSS inline, figures as inline SVG (grader.report.svg), no script, no
+request to anywhere. Jinja2 escapes everything a template prints (autoescape), so whatever a
+submission printed, or a message quotes from it, is shown as text.
+
+What it shows: the score, the backend and versions; one row per check (verdict, points,
+tolerance, error); for each failed check a card (the trap, the invariant that broke, the TODO to
+revisit and where it is in the file, the next hint command) with a picture of where the output
+is wrong; the exercise's warnings, integrity and output. A hidden check shows its name, verdict
+and message, never its inputs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+
+from grader.judge.traps import TRAPS
+from grader.report import cards as cards_text
+from grader.report import svg
+from grader.report.records import CheckResult, ExerciseResult, Report
+from kata import commands, interfaces
+from kata.catalogue import find
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+VERDICTS = {"passed": "pass", "failed": "fail", "blocked": "wait", "error": "error"}
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined,
+        trim_blocks=True, lstrip_blocks=True,
+    )  # fmt: skip
+    env.globals.update(verdicts=VERDICTS)
+    return env
+
+
+def tolerance(ex: ExerciseResult, check: CheckResult) -> str:
+    """The tolerance the check judged with, as a student reads it."""
+    found = (check.details or {}).get("tolerance")
+    if found:
+        return f"atol {found[0]:.0e}, rtol {found[1]:.0e}"
+    if (check.details or {}).get("exact"):
+        return "exact indices"
+    try:
+        interface = interfaces.get(find(ex.id).interface)
+    except KeyError:
+        return ""
+    key = "w0" if "w0" in interface.outputs else "out"
+    atol, rtol = interface.tolerance(key, None)
+    return f"atol {atol:.0e}, rtol {rtol:.0e}"
+
+
+def error_figure(check: CheckResult) -> str:
+    if check.status == "blocked":
+        return "not judged yet (another TODO first)"
+    details = check.details or {}
+    if "max_error" not in details:
+        if details.get("exact") and check.status == "passed":
+            return "all indices right"
+        if "bad_tokens" in details:
+            return f"{details['bad_tokens']} of {details['shape']['M']} tokens wrong"
+        return ""
+    worst = details["max_error"]
+    text = "NaN, inf or unwritten" if worst is None else f"max error {worst:.2g}"
+    if "bad_values" in details:
+        text += f"; {details['bad_values']} of {details['values']} values wrong"
+    elif "bad_tokens" in details:
+        text += f"; {details['bad_tokens']} of {details['shape']['M']} tokens wrong"
+    return text
+
+
+def pictures(check: CheckResult) -> list[tuple[str, object]]:
+    """(caption, inline SVG) for each picture of where a failed check's output is wrong."""
+    found = []
+    details = check.details or {}
+    if details.get("probe"):
+        found.append((
+            "Your kernel's attention weights on a probe (48 queries x 48 keys, v = identity, so "
+            "output column j is the weight of key j), against the right ones. Blue lines: the "
+            "16 x 16 tiles.",
+            svg.probe_heatmap(details["probe"]),
+        ))  # fmt: skip
+    if details.get("kind") == "attention" and details.get("row_error"):
+        shape = ", ".join(f"{k}={v}" for k, v in details["shape"].items())
+        found.append((f"{check.id}: where the output is wrong, row by row ({shape}).",
+                      svg.row_profile(details)))  # fmt: skip
+    if details.get("kind") == "gating":
+        shape = details["shape"]
+        shown = len(details["tokens"])
+        more = f"; {shown} of {shape['M']} tokens shown" if shown < shape["M"] else ""
+        found.append((f"{check.id}: experts chosen and expected per token ({shape['M']} tokens x "
+                      f"{shape['E']} experts{more}).", svg.gating_grid(details)))  # fmt: skip
+    return found
+
+
+def cards(ex: ExerciseResult) -> list[dict]:
+    """One card per trap (or per failed check that matches none): the checks that fell into
+    it, the invariant that broke, the TODO to revisit and where it is, the next hint command,
+    and the pictures."""
+    found: dict[str, dict] = {}
+    for check in ex.checks:
+        if check.status not in ("failed", "blocked") or check.note:
+            continue
+        key = f"trap:{check.trap}" if check.trap else f"check:{check.id}"
+        if key not in found:
+            found[key] = {
+                **cards_text.fields(ex, check), "message": check.message,
+                "status": check.status, "checks": [], "pictures": [], "hidden": False,
+            }  # fmt: skip
+        card = found[key]
+        card["checks"].append(check)
+        card["hidden"] |= check.hidden
+        if check.status == "failed":
+            card["status"] = "failed"
+        card["pictures"] += pictures(check)
+    return list(found.values())
+
+
+def render(report: Report) -> str:
+    exercises = []
+    for ex in report.exercises:
+        exercises.append({
+            "ex": ex,
+            "rows": [{"check": c, "tolerance": tolerance(ex, c) if not c.note else "",
+                      "error": error_figure(c)} for c in ex.checks],
+            "cards": cards(ex),
+            "notes": [c for c in ex.checks if c.note and c.status != "passed"],
+        })  # fmt: skip
+    return environment().get_template("score.html.j2").render(
+        report=report, exercises=exercises, traps=TRAPS,
+        grade=commands.nox("grade"),
+    )  # fmt: skip
+
+
+def write(report: Report, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(report), encoding="utf-8")
+    return path
+
+
+def from_json(data: dict) -> Report:
+    """A Report back from its JSON (to redraw a page without grading again)."""
+    exercises = []
+    for e in data["exercises"]:
+        checks = [CheckResult(**{k: c.get(k) for k in ("id", "todo", "status", "points",
+                                                       "max_points", "trap", "message")},
+                              hidden=c.get("hidden", True), details=c.get("details"))
+                  for c in e["checks"]]  # fmt: skip
+        exercises.append(ExerciseResult(
+            id=e["id"], file=e["file"], track=e.get("track", "core"), score=e["score"],
+            max_score=e["max_score"], checks=checks, duration_s=e.get("duration_s", 0.0),
+            output=e.get("output", ""), error=e.get("error"), integrity=e.get("integrity"),
+            warnings=e.get("warnings", []), performance=e.get("performance"),
+        ))  # fmt: skip
+    return Report(
+        target=data["target"], device=data["device"], versions=data["versions"],
+        exercises=exercises, duration_s=data["duration_s"], checkset=data.get("checkset", "hidden"),
+        strict=data.get("strict", False),
+    )  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+
+    p = argparse.ArgumentParser(prog="python -m grader.report.html",
+                                description="Draw the HTML page of a score report again.")  # fmt: skip
+    p.add_argument("report", type=Path, help="a score.json")
+    p.add_argument("--out", type=Path, help="the page to write (default: beside it, .html)")
+    args = p.parse_args(argv)
+    report = from_json(json.loads(args.report.read_text()))
+    print(write(report, args.out or args.report.with_suffix(".html")))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""The score report: result dataclasses, versioned JSON, and Gradescope's results.json.
+
+The contract is ``docs/report.schema.json`` (JSON Schema), explained in docs/report-schema.md;
+bump SCHEMA_VERSION on any change to it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+# 2.0: check todo/hidden, status "blocked", integrity, warnings, track; 3.0: integrity's
+# findings (grader.run.screen), the compile for the GPU before the interpreter ran the kernels,
+# ``screened``
+SCHEMA_VERSION = "3.0"
+STATUSES = ("passed", "failed", "blocked", "error")
+
+
+def zeroed(integrity: dict | None) -> str | None:
+    """Why an exercise edited outside its TODO regions scored 0, or None."""
+    if not integrity:
+        return None
+    if integrity.get("contract_zeroed"):
+        return ("its edits of given code break inputs the exercise's contract accepts (a note on "
+                "them failed)")  # fmt: skip
+    if integrity.get("strict_zeroed"):
+        return "strict grading"
+    return None
+
+
+@dataclass
+class CheckResult:
+    id: str
+    todo: str | None  # None: a 0-point note about given code
+    status: str  # passed | failed | blocked | error
+    points: int
+    max_points: int
+    trap: str | None
+    message: str
+    hidden: bool = True
+    # Figures for the HTML report (shapes in grader/judge/details.py): the largest error against the
+    # tolerance, and for a failure where the output is wrong. Optional; never input values.
+    details: dict | None = None
+
+    @property
+    def note(self) -> bool:
+        return self.todo is None
+
+
+@dataclass
+class ExerciseResult:
+    id: str  # the file stem
+    file: str
+    track: str
+    score: int
+    max_score: int
+    checks: list[CheckResult]
+    duration_s: float = 0.0
+    output: str = ""  # what the submission printed, cut to its head and tail
+    error: str | None = None  # why no check could run, when that is the case
+    # {"ok", "lines", "diff", "strict_zeroed", "contract_zeroed", "findings"}; None: no file
+    integrity: dict | None = None
+    warnings: list[str] = field(default_factory=list)
+    performance: dict | None = None  # performance track only: timings, speedups, points
+    # {"target", "launches", "refused", "seconds"}: the kernels compiled for the GPU before the
+    # interpreter ran them; None where they ran compiled (or were not run)
+    compiled: dict | None = None
+
+    @property
+    def traps(self) -> list[str]:
+        return list(dict.fromkeys(c.trap for c in self.checks if c.trap))
+
+
+@dataclass
+class Report:
+    target: str
+    device: str
+    versions: dict[str, str]
+    exercises: list[ExerciseResult]
+    duration_s: float
+    checkset: str = "hidden"  # "hidden" (the instructor's checks) or "public" (the handout's)
+    strict: bool = False  # exercises edited outside their TODO regions score 0
+    screened: bool = True  # False: --no-screen, files the static screens stop were run anyway
+    schema_version: str = SCHEMA_VERSION
+    score: int = field(init=False)
+    max_score: int = field(init=False)
+    traps: list[str] = field(init=False)
+
+    def __post_init__(self):
+        self.score = sum(e.score for e in self.exercises)
+        self.max_score = sum(e.max_score for e in self.exercises)
+        self.traps = list(dict.fromkeys(t for e in self.exercises for t in e.traps))
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        for ex in data["exercises"]:
+            if ex["performance"] is None:
+                del ex["performance"]
+            for check in ex["checks"]:
+                if check["details"] is None:
+                    del check["details"]
+        order = ["schema_version", "target", "device", "versions", "checkset", "strict", "screened", "score",
+                 "max_score", "duration_s", "traps", "exercises"]  # fmt: skip
+        report = {key: data[key] for key in order}
+        timed = {e.id: e.performance for e in self.exercises if e.performance is not None}
+        if timed:  # separate from the correctness score
+            report["performance"] = {
+                "points": sum(p["points"] for p in timed.values()),
+                "max_points": sum(p["max_points"] for p in timed.values()),
+                "exercises": timed,
+            }
+        return report
+
+    def write(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n")

@@ -1,0 +1,192 @@
+"""What ``nox -s grade`` prints: each exercise's checks as it finishes, then a summary table.
+
+Sized to the terminal (80 columns in a pipe); colour only on a terminal and never with NO_COLOR
+set. Every command it suggests is spelled as the student can paste it (kata.commands).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+from grader.judge.traps import TRAPS
+from grader.report.records import ExerciseResult, Report, zeroed
+from kata import commands, terminal
+from kata.catalogue import EXERCISES
+
+WIDTH = 80  # in a pipe or file; a terminal gets its own width (kata.terminal)
+MARKS = {"passed": "PASS", "failed": "FAIL", "blocked": "WAIT", "error": "ERR "}
+COLOURS = {"passed": "32", "failed": "31", "blocked": "33", "error": "33"}
+
+
+def one_line(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+class Printer:
+    def __init__(self, quiet: bool = False, stream=sys.stdout, advice: bool = True):
+        self.quiet, self.stream, self.advice = quiet, stream, advice
+        self.colour = stream.isatty() and not os.environ.get("NO_COLOR")
+        self.width = terminal.width() if stream.isatty() else WIDTH
+        self._lock = threading.RLock()
+
+    def _paint(self, text: str, status: str) -> str:
+        return f"\033[{COLOURS[status]}m{text}\033[0m" if self.colour else text
+
+    def _print(self, line: str = "") -> None:
+        if not self.quiet:
+            with self._lock:  # exercises finish on worker threads
+                self.stream.write(line + "\n")
+                self.stream.flush()
+
+    def _wrapped(self, text: str, indent: int) -> None:
+        for line in textwrap.wrap(text, self.width - indent, break_on_hyphens=False):
+            self._print(" " * indent + line)
+
+    def start(self, target: Path, device: str, exercises) -> None:
+        self._print(f"Grading {len(exercises)} exercise(s) in {target} on {device}")
+
+    def exercise_started(self, ex) -> None:
+        """Progress: graded exercises run at once; say which are under way."""
+        self._print(f"  ... {ex.stem}: running its kernel on the checks' inputs")
+
+    def exercise_done(self, ex: ExerciseResult) -> None:
+        """Every check of one exercise; a trap's explanation only the first time it appears."""
+        with self._lock:  # one exercise's block is never split by another's
+            self._exercise_block(ex)
+
+    def _exercise_block(self, ex: ExerciseResult) -> None:
+        self._print()
+        self._print(f"{ex.id}  {ex.score}/{ex.max_score}  ({ex.duration_s:.1f} s)")
+        said = {ex.error} if ex.error else set()
+        if ex.error:  # nothing could be judged: say why once
+            self._wrapped(ex.error, 4)
+        explained: set[str] = set()
+        # The id column is as wide as this exercise's longest id, within what the terminal allows.
+        id_width = min(max((len(c.id) for c in ex.checks), default=0), max(10, self.width - 14))
+        for c in ex.checks:
+            mark = self._paint(MARKS[c.status], c.status)
+            points = " note" if c.note else f"{c.points:>2}/{c.max_points:<2}"
+            line = f"  {mark} {c.id:<{id_width}} {points}"
+            trap = f"[{c.trap}]" if c.trap else ""
+            if trap and 7 + id_width + 6 + 1 + len(trap) > self.width:  # too wide: its own line
+                self._print(line.rstrip())
+                self._print(" " * 9 + trap)
+            else:
+                self._print(f"{line} {trap}".rstrip())
+            if c.status == "passed" or not c.message or c.message in said:
+                continue
+            if c.trap and c.trap in explained:
+                continue
+            explained.add(c.trap or c.id)
+            said.add(c.message)  # identical messages are said once per exercise
+            self._wrapped(c.message, 9)
+        if ex.integrity and not ex.integrity["ok"]:
+            why = zeroed(ex.integrity)
+            shown = f": scored 0 ({why})" if why else ""
+            lines = ", ".join(map(str, ex.integrity["lines"][:8]))
+            self._wrapped(f"! edited outside its TODO regions (skeleton line(s) {lines}){shown}; "
+                          "the report's integrity entry has the diff", 2)  # fmt: skip
+        for warning in ex.warnings:
+            self._wrapped(f"! {warning}", 2)
+
+    def _performance(self, report: Report) -> None:
+        """The performance track's timings, separate from the score."""
+        timed = [ex for ex in report.exercises if ex.performance is not None]
+        if not timed:
+            return
+        if not any(ex.performance["timed"] for ex in timed):  # the interpreter: no points to show
+            reasons = dict.fromkeys(ex.performance["reason"] for ex in timed)
+            self._wrapped(f"Performance: not timed ({'; '.join(reasons)})", 0)
+            return
+        total = sum(ex.performance["points"] for ex in timed)
+        top = sum(ex.performance["max_points"] for ex in timed)
+        self._print(f"Performance: {total}/{top} points (separate from the score)")
+        for ex in timed:
+            perf = ex.performance
+            if not perf["timed"]:
+                self._wrapped(f"{ex.id[:2]} timing skipped: {perf['reason']}", 4)
+                continue
+            # Each shape: the kernel's time, its speedup over torch and the range of speedups
+            # its timing rounds allow; then the points and the range the noise allows.
+            for row in perf["shapes"]:
+                spread = row.get("speedup_range")
+                self._wrapped(f"{ex.id[:2]} {row['shape']:<36} {row['kernel_ms']:7.3f} ms  "
+                              f"x{row['speedup']:.2f}"
+                              + (f" ({spread[0]:.2f}-{spread[1]:.2f})" if spread else ""), 4)  # fmt: skip
+            if perf.get("correct"):
+                low, high = perf.get("points_range", (perf["points"],) * 2)
+                noise = f"; {low}-{high} within the timing's spread" if low != high else ""
+                self._wrapped(f"{ex.id[:2]} {perf['points']}/{perf['max_points']} points at "
+                              f"x{perf['geomean_speedup']:.2f} vs torch (geomean){noise}", 4)  # fmt: skip
+            if perf.get("reason"):
+                self._wrapped(f"{ex.id[:2]} {perf['reason']}", 4)
+
+    def finish(self, report: Report, path: Path, gradescope: Path | None,
+               html: Path | None = None) -> None:  # fmt: skip
+        if self.quiet:
+            print(f"{report.score}/{report.max_score}", file=self.stream)
+            return
+        self._print()
+        self._print("-" * self.width)
+        for ex in report.exercises:
+            status = "passed" if ex.score == ex.max_score else "failed" if ex.score else "error"
+            score = self._paint(f"{ex.score:>3}/{ex.max_score:<3}", status)
+            self._print(f"{ex.id:<30} {score}".rstrip())
+            failing = [c for c in ex.checks if c.status != "passed" and not c.note]
+            notes = []
+            for c in failing:
+                if c.trap:
+                    notes.append(f"{c.trap}: {TRAPS[c.trap].hint}")
+                elif ex.error:
+                    notes.append(ex.error)
+                else:
+                    notes.append(f"{c.id}: {c.message}")
+            for note in dict.fromkeys(notes):
+                if note.split(":")[0] in TRAPS:  # a trap's hint is short: wrap it, never cut it
+                    for line in textwrap.wrap(
+                        note,
+                        self.width,
+                        initial_indent="    ",
+                        subsequent_indent="      ",
+                        break_on_hyphens=False,
+                    ):
+                        self._print(line)
+                else:  # evidence or an error, said in full above: one line per problem
+                    self._print("    " + one_line(note, self.width - 4))
+        self._print("-" * self.width)
+        self._print(
+            f"Score: {report.score}/{report.max_score}   ({report.device}, {report.duration_s:.0f} s)"
+        )
+        self._performance(report)
+        self._print(f"Report: {path}" + (f"   Gradescope: {gradescope}" if gradescope else ""))
+        if html:
+            self._print(f"Open in a browser: {html}")
+        next_step = self.next_step(report)
+        if next_step:
+            self._wrapped(next_step, 0)
+        if report.checkset == "public":
+            self._print("These are the public checks; your instructor grades with hidden ones.")
+
+    def next_step(self, report: Report) -> str | None:
+        """One line of advice for the first unfinished exercise, only where it helps: a hint
+        for a wrong answer; `reset` for a missing exercise file; nothing after an error the
+        message above already explains (a syntax error, a crash), nor in a Gradescope log."""
+        if not self.advice:
+            return None
+        unfinished = [ex for ex in report.exercises if ex.score < ex.max_score]
+        if not unfinished:
+            return None
+        ex = unfinished[0]
+        if ex.error:
+            missing = not Path(ex.file).exists()
+            if missing and Path(report.target).resolve() == EXERCISES.resolve():
+                return f"`{commands.nox('reset', ex.id[:2])}` puts the skeleton of {ex.id}.py back."
+            return None
+        if any(c.status in ("failed", "blocked") for c in ex.checks):
+            return f"Stuck? `{commands.nox('hint', ex.id[:2])}` shows a hint."
+        return None

@@ -1,0 +1,631 @@
+"""The only process that runs student code: compile the submission's kernels for the GPU,
+import it, launch its kernel on the grader's cases through the exercise's interface, and send
+back the raw outputs.
+
+    python -m grader.run.launcher FD [--compile]
+
+reads its job from stdin (pickled by the grader: the exercise, the file's text as the grader
+read it once, the cases, the shapes to time) and writes records to file descriptor FD (see
+``send``). With ``--compile`` (``KATA_DEVICE=compiler``; before the interpreter runs a
+submission), it only compiles:
+
+1. **Compile**: the file is imported as Triton's compiler sees it, and every launch the cases
+   make, under every tile configuration they run with, is compiled for an sm_90 GPU by Triton's
+   own compiler, no GPU needed: each through the GPU dialect (TTGIR), the first on down to the
+   cubin (Triton's bundled ptxas), which is where four fifths of a compile's time goes. A kernel that does not
+   compile gets the compiler's verdict, as on a GPU, and none of its code runs in the
+   interpreter. (Triton decides at import whether it interprets, so this is its own process.)
+
+Otherwise it runs the submission:
+
+2. **Import**. Everything the grader launches with is imported and bound first, and
+   fingerprinted: a file that changes the grader's modules or Triton's launch machinery fails.
+3. **Launch** every case (a pinned tile configuration, or each configuration the file's own
+   autotuner could pick on a GPU), and save each output with its unwritten mask.
+4. **Time** the performance track's shapes (GPU only).
+
+Nothing here compares anything: a submission that patches torch or numpy only fools itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import json
+import os
+import pickle
+import struct
+import sys
+import time
+import traceback
+
+GPU_TARGET = ("cuda", 90, 32)  # what the course grades on: an sm_90 GPU (H100, H200)
+
+
+# ---- the channel back to the grader ---------------------------------------------------------
+
+
+def send(fd: int, kind: str, arrays: dict | None = None, **fields) -> None:
+    """One record: a JSON header and, for a case's outputs, an ``.npz`` payload (read back with
+    ``allow_pickle=False``: nothing the grader reads from here can run code)."""
+    import numpy as np
+
+    payload = b""
+    if arrays is not None:
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        payload = buf.getvalue()
+    header = json.dumps({"kind": kind, **fields}).encode()
+    data = struct.pack(">II", len(header), len(payload)) + header + payload
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def receive(stream) -> list[tuple[dict, dict | None]]:
+    """The records of ``send`` from a binary stream, up to where it ends or breaks off."""
+    import numpy as np
+
+    records = []
+    while True:
+        sizes = stream.read(8)
+        if len(sizes) < 8:
+            return records
+        head_n, body_n = struct.unpack(">II", sizes)
+        header, body = stream.read(head_n), stream.read(body_n)
+        if len(header) < head_n or len(body) < body_n:
+            return records
+        try:
+            fields = json.loads(header)
+            arrays = None
+            if body_n:
+                with np.load(io.BytesIO(body), allow_pickle=False) as data:
+                    arrays = {k: data[k] for k in data.files}
+        except (ValueError, OSError):  # a record the launcher never wrote whole
+            return records
+        records.append((fields, arrays))
+
+
+# ---- what the file may not change -----------------------------------------------------------
+
+
+def _gluon_types() -> tuple[type, ...]:
+    try:
+        from triton.experimental.gluon._runtime import GluonJITFunction
+    except ImportError:  # a Triton without Gluon
+        return ()
+    return (GluonJITFunction,)
+
+
+def launchable(interpreter: bool) -> list[type]:
+    """The kernel classes whose ``run`` launches: compiled kernels, and interpreted ones.
+    Gluon kernels (Triton's lower-level dialect, e.g. the 07 showcase) launch through
+    JITFunction.run too; they only run compiled, on a GPU."""
+    from triton.runtime.jit import JITFunction
+
+    if not interpreter:
+        return [JITFunction]
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return [JITFunction, InterpretedFunction]
+
+
+def kernel_types(interpreter: bool) -> tuple[type, ...]:
+    """What a graded kernel may be: a launchable kernel, wrapped in autotuners or heuristics."""
+    from triton.runtime.autotuner import Autotuner, Heuristics
+
+    return (*launchable(interpreter), *_gluon_types(), Autotuner, Heuristics)
+
+
+class Watch:
+    """Counts launches that reach Triton, and the tl.dot shapes the interpreter runs. Installed
+    before the submission is imported."""
+
+    def __init__(self, interpreter: bool):
+        self.launches = 0
+        self.dot_k: set[int] = set()
+        if interpreter:
+            from triton.runtime import interpreter as interp
+
+            self._wrap(interp.InterpreterBuilder, "create_dot", self._saw_dot)
+        for cls in launchable(interpreter):
+            self._wrap(cls, "run", self._saw_launch)
+
+    def _wrap(self, cls, name, note):
+        original = cls.__dict__[name]
+
+        def wrapper(*args, **kwargs):
+            note(*args, **kwargs)
+            return original(*args, **kwargs)
+
+        setattr(cls, name, wrapper)
+
+    def _saw_launch(self, *args, warmup=False, **kwargs):
+        if not warmup:
+            self.launches += 1
+
+    def _saw_dot(self, builder, a, b, *rest, **kwargs):
+        self.dot_k.add(int(a.data.shape[-1]))
+
+
+def _guarded_modules() -> list:
+    """The modules and classes whose attributes a submission may not change: the grader's own
+    (its launch helpers among them), and the Triton, torch and numpy machinery they use."""
+    import numpy as np
+    import torch
+    import triton
+    from triton.runtime import autotuner, interpreter, jit
+
+    from grader.judge import errors
+    from grader.run import timing
+    from kata import catalogue, host, interfaces, oracles, runtime
+
+    guarded = [sys.modules[__name__], errors, timing, catalogue, host, interfaces, oracles,
+               runtime, triton, triton.language, jit, jit.JITFunction, autotuner,
+               autotuner.Autotuner, autotuner.Heuristics, interpreter,
+               interpreter.InterpretedFunction, interpreter.GridExecutor, torch, torch.Tensor,
+               np, np.lib.npyio]  # fmt: skip
+    with contextlib.suppress(ImportError):
+        import triton.compiler
+
+        guarded.append(triton.compiler)
+    return guarded
+
+
+def fingerprint(objects: list) -> dict[tuple[str, str], int]:
+    """``{(owner, attribute): id(value)}`` for every attribute of each module or class."""
+    prints = {}
+    for obj in objects:
+        owner = getattr(obj, "__qualname__", None) or obj.__name__
+        for name, value in list(vars(obj).items()):
+            prints[(owner, name)] = id(value)
+    return prints
+
+
+def changed(before: dict, after: dict) -> list[str]:
+    """The attributes replaced or removed since ``before``. Added ones are not counted: Triton
+    imports its submodules as it needs them, and nothing reads an attribute it never had."""
+    return sorted(f"{owner}.{name}" for (owner, name), v in before.items()
+                  if after.get((owner, name)) != v)  # fmt: skip
+
+
+# ---- the kernel and its configurations ------------------------------------------------------
+
+
+def kernel_problem(module, exercise, interpreted: bool) -> str | None:
+    """Why ``module``'s kernel cannot be graded, or None. ``interpreted``: its cases will run in
+    Triton's interpreter."""
+    name = exercise.kernel
+    fn = getattr(module, name, None)
+    if fn is None:
+        return f"the file defines no `{name}`: the grader launches that kernel by name"
+    types, gluon = kernel_types(interpreted), _gluon_types()
+    layer = fn
+    while not inspect.isfunction(layer) or layer is fn:
+        if type(layer) not in types:
+            kind = "a plain Python function" if layer is fn and inspect.isfunction(fn) else (
+                f"a {type(layer).__name__} object")  # fmt: skip
+            return (f"`{name}` is {kind}, not a Triton kernel: the grader launches it as "
+                    "Triton code, so decorate it with @triton.jit")  # fmt: skip
+        if {"run", "__getitem__"} & set(vars(layer)):
+            return f"`{name}` replaces Triton's launch with its own: not a Triton kernel"
+        if type(layer) in gluon and interpreted:
+            return (f"`{name}` is a Gluon kernel: Gluon runs only compiled, and Triton's "
+                    "interpreter cannot run it; grade it on a GPU")  # fmt: skip
+        layer = layer.fn
+    params = tuple(inspect.signature(layer).parameters)
+    if params != exercise.params:
+        return (
+            f"`{name}` has the wrong parameters; the chapter's interface is "
+            f"({', '.join(exercise.params)}), the file has ({', '.join(params)})"
+        )
+    return None
+
+
+def tampered(touched: list[str]) -> str:
+    return (f"the file changed {', '.join(touched[:5])}: a submission may not change the "
+            "grader, Triton, torch or numpy, with which its kernel is launched and read back")  # fmt: skip
+
+
+def _layers(kernel) -> tuple[object | None, list, object]:
+    """(the autotuner or None, the heuristics layers, the innermost kernel) of a kernel object."""
+    from triton.runtime.autotuner import Autotuner, Heuristics
+
+    tuner, heuristics, layer = None, [], kernel
+    while isinstance(layer, (Autotuner, Heuristics)):
+        if isinstance(layer, Autotuner):
+            tuner = tuner or layer
+        else:
+            heuristics.append(layer)
+        layer = layer.fn
+    return tuner, heuristics, layer
+
+
+def config_label(config: dict | None) -> str | None:
+    """``BLOCK_M=128, BLOCK_N=64, TMA=False, num_warps=4`` (what a student reads)."""
+    if config is None:
+        return None
+    return ", ".join(f"{k}={v}" for k, v in config.items())
+
+
+def _as_dict(config) -> dict:
+    """A ``triton.Config`` as one flat dict: its meta-parameters, then warps and stages."""
+    found = dict(config.kwargs)
+    found.update(num_warps=config.num_warps, num_stages=config.num_stages)
+    return found
+
+
+def own_configs(kernel, args: tuple, kwargs: dict) -> list[dict]:
+    """The configurations the kernel's own autotuner could pick for this launch: its list,
+    pruned by its ``early_config_prune`` as the autotuner would. [] without an autotuner."""
+    tuner, _, inner = _layers(kernel)
+    if tuner is None:
+        return []
+    configs = tuner.configs
+    if tuner.early_config_prune:
+        named = dict(zip(inner.arg_names, args))
+        configs = tuner.early_config_prune(configs, named, **kwargs)
+    return [_as_dict(c) for c in configs]
+
+
+class Pinned:
+    """A kernel launched with one tile configuration, past its autotuner (which would time its
+    configurations and keep one of its choosing). ``kernel[grid](...)`` as usual."""
+
+    def __init__(self, kernel, config: dict | None):
+        self.kernel, self.config = kernel, config
+
+    def __getitem__(self, grid):
+        tuner, heuristics, inner = _layers(self.kernel)
+        if self.config is None or tuner is None:
+            return self.kernel[grid]
+
+        def launch(*args, **kwargs):
+            kwargs = {**kwargs, **self.config}
+            named = {**dict(zip(inner.arg_names, args)), **kwargs}
+            for layer in heuristics:  # outermost first, as Heuristics.run does
+                for key, rule in layer.values.items():
+                    kwargs[key] = named[key] = rule(named)
+            return inner[grid](*args, **kwargs)
+
+        return launch
+
+
+class Recorder:
+    """Stands in for a kernel: keeps the arguments of each launch, runs nothing."""
+
+    def __init__(self):
+        self.calls: list[tuple[tuple, dict]] = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.calls.append((args, kwargs))
+
+
+# ---- 1. compile ------------------------------------------------------------------------------
+
+
+def _compile_one(inner, args: tuple, kwargs: dict, target, full: bool) -> None:
+    """Compile one launch of ``inner`` (a JITFunction) for ``target``, as JITFunction.run would
+    before launching it, but for a GPU this machine need not have: through Triton's front end
+    and its GPU dialect (TTGIR: language errors, tl.dot's shapes, layouts), and with ``full``
+    on through LLVM and ptxas to the cubin. A launch that passed before is not compiled again
+    (Triton's cache, keyed by the kernel's source and the launch's types and constants)."""
+    import hashlib
+
+    import triton
+    from triton._C.libtriton import get_cache_invalidating_env_vars, ir
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.cache import get_cache_key, get_cache_manager
+    from triton.runtime.jit import create_function_from_signature
+
+    backend = make_backend(target)
+    binder = create_function_from_signature(inner.signature, inner.params, backend)
+    kwargs = {**kwargs, "debug": False}
+    bound, specialization, options = binder(*args, **kwargs)
+    options, signature, constexprs, attrs = inner._pack_args(
+        backend, kwargs, bound, specialization, options
+    )
+    src = ASTSource(inner, signature, constexprs, attrs)
+    if full:
+        triton.compile(src, target=target, options=options.__dict__)
+        return
+    env = get_cache_invalidating_env_vars()
+    key = get_cache_key(src, backend, options, env_vars=env) + "-kata-ttgir"
+    cache = get_cache_manager(hashlib.sha256(key.encode()).hexdigest())
+    if cache.get_file("ttgir.ok"):
+        return
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    stages: dict = {}
+    backend.add_stages(stages, options, src.language)
+    module = src.make_ir(target, options, backend.get_codegen_implementation(options),
+                         backend.get_module_map(), context)  # fmt: skip
+    metadata = {"hash": key, "target": target, **options.__dict__, **env}
+    for ext in ("ttir", "ttgir"):
+        module = stages[ext](module, metadata)
+    cache.put("ok", "ttgir.ok", binary=False)
+
+
+def compile_for_gpu(job: dict, interface, torch, module) -> dict:
+    """Compile every launch the job's cases make, for the course's GPU. ``{"failed",
+    "launches", "configs"}``: ``failed`` holds ``[case, configuration, message]`` for each run
+    the GPU's compiler refuses (that run gets the compiler's verdict, as on a GPU, and never
+    runs), ``configs`` the configurations the file's own autotuner offers each case that runs
+    under all of them, as a GPU sees the file."""
+    from triton.backends.compiler import GPUTarget
+
+    from grader.judge import errors
+    from kata import runtime
+
+    target = GPUTarget(*GPU_TARGET)
+    found: dict = {"failed": [], "launches": 0, "configs": {}}
+    kernel = getattr(module, job["kernel"])
+    _, heuristics, inner = _layers(kernel)
+    verdicts: dict = {}  # signature key -> the compiler's message, or None
+    for case in job["cases"]:
+        recorder = Recorder()
+        interface.launch(torch, recorder, case, runtime.DEVICE)
+        for args, kwargs in recorder.calls:
+            configs = [case.config] if case.config else own_configs(kernel, args, kwargs)
+            if case.each_config:
+                found["configs"][case.name] = configs
+            for config in configs or [None]:
+                launch = {**kwargs, **(config or {})}
+                named = {**dict(zip(inner.arg_names, args)), **launch}
+                for layer in heuristics:
+                    for key, rule in layer.values.items():
+                        launch[key] = named[key] = rule(named)
+                key = _signature_key(args, launch)
+                if key not in verdicts:
+                    try:
+                        _compile_one(inner, args, launch, target, full=not verdicts)
+                        verdicts[key] = None
+                    except Exception as exc:
+                        verdicts[key] = errors.explain(exc, job["file"])
+                    found["launches"] += 1
+                if verdicts[key] is not None:
+                    found["failed"].append([case.name, config_label(config), verdicts[key]])
+    return found
+
+
+def _signature_key(args: tuple, kwargs: dict) -> tuple:
+    """What makes two launches compile alike, as far as whether they compile: argument dtypes
+    (tensors) or kinds (scalars; an int 1 becomes a constant), and the values of everything
+    passed by name (block sizes, warps, flags). Alignment, which a GPU launch also keys on,
+    changes the code made, not whether it compiles."""
+
+    def kind(a):
+        dtype = getattr(a, "dtype", None)
+        if dtype is not None:
+            return str(dtype)
+        return ("int", a == 1) if isinstance(a, int) else type(a).__name__
+
+    return tuple(kind(a) for a in args), tuple(sorted((k, repr(v)) for k, v in kwargs.items()))
+
+
+# ---- 3. launch --------------------------------------------------------------------------------
+
+
+def _arrays(torch, interfaces, outputs: dict) -> dict:
+    """Each output as float32 / int32 NumPy, with its unwritten mask."""
+    found = {}
+    for key, tensor in outputs.items():
+        found[f"{key}.unwritten"] = interfaces.unwritten(torch, tensor).cpu().numpy()
+        if tensor.dtype in (torch.float16, torch.bfloat16):
+            tensor = tensor.float()
+        found[key] = tensor.cpu().numpy()
+    return found
+
+
+def warm_up(kernel, interface, torch, cases, configs: dict) -> None:
+    """On a GPU, compile every launch the cases will make, several at once, before the first one
+    runs: Triton compiles each new signature at its first launch, one after another, and that
+    is most of a cold grading's time. A compile that fails here fails again at its launch,
+    where the case gets its message; ``KATA_COMPILE_THREADS=0`` turns this off."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kata import runtime
+
+    threads = int(os.environ.get("KATA_COMPILE_THREADS", min(8, os.cpu_count() or 1)))
+    if threads <= 0:
+        return
+    _, heuristics, inner = _layers(kernel)
+    launches, seen = [], set()
+    for case in cases:
+        recorder = Recorder()
+        try:
+            interface.launch(torch, recorder, case, runtime.DEVICE)
+        except Exception:  # noqa: BLE001  (the case itself will say)
+            continue
+        for args, kwargs in recorder.calls:
+            for config in _runs(case, configs, interpreter=False):
+                launch = {**kwargs, **(config or {})}
+                named = {**dict(zip(inner.arg_names, args)), **launch}
+                for layer in heuristics:
+                    for key, rule in layer.values.items():
+                        launch[key] = named[key] = rule(named)
+                if config is None and _layers(kernel)[0] is not None:
+                    continue  # the kernel's own autotuner picks: it compiles what it tries
+                key = _signature_key(args, launch) + (tuple(getattr(a, "stride", lambda: ())()
+                                                            for a in args),)  # fmt: skip
+                if key not in seen:
+                    seen.add(key)
+                    launches.append((args, launch))
+
+    def compile_one(item):
+        args, launch = item
+        try:
+            inner.warmup(*args, grid=(1,), **launch)
+        except Exception:  # noqa: BLE001
+            pass
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(compile_one, launches))
+
+
+# What a configuration sets that changes only how a compiled kernel runs, not what it computes.
+SCHEDULE = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+def _runs(case, configs: dict, interpreter: bool) -> list[dict | None]:
+    """The configurations ``case`` runs with: its pinned one, every one the file's own
+    autotuner could pick, or the kernel's own choice (None). The interpreter runs each set of
+    tile sizes and flags once: warps and stages do not exist there."""
+    if case.config:
+        return [case.config]
+    if not (case.each_config and configs.get(case.name)):
+        return [None]
+    runs = configs[case.name]
+    if interpreter:
+        seen, unique = set(), []
+        for config in runs:
+            key = tuple(sorted((k, repr(v)) for k, v in config.items() if k not in SCHEDULE))
+            if key not in seen:
+                seen.add(key)
+                unique.append(config)
+        runs = unique
+    return runs
+
+
+def compile_only(fd: int, job: dict) -> int:
+    """``--compile``: import the file for the compiler and compile every launch of the cases."""
+    from kata import runtime  # first: it sets the environment triton reads
+
+    import torch
+
+    from grader.judge import errors
+    from kata import catalogue, interfaces
+
+    assert runtime.BACKEND == runtime.COMPILER, "run with KATA_DEVICE=compiler"
+    start = time.monotonic()
+    guarded = _guarded_modules()
+    before = fingerprint(guarded)
+    found = {"failed": [], "launches": 0, "configs": {}, "error": None}
+    exercise = catalogue.find(job["stem"])
+    try:
+        module = catalogue.load_text(job["text"], job["file"], f"kata_compiled_{job['stem']}")
+    except BaseException as exc:  # SyntaxError, any exception, sys.exit(), KeyboardInterrupt
+        found["error"] = "the file failed to import: " + errors.explain(exc, job["file"])
+    else:
+        found["error"] = kernel_problem(module, exercise, interpreted=True)
+        touched = changed(before, fingerprint(guarded))
+        if not found["error"] and touched:
+            found["error"] = tampered(touched)
+    if not found["error"]:
+        try:
+            found.update(compile_for_gpu(job, interfaces.get(job["interface"]), torch, module))
+        except BaseException as exc:  # the file's own host code, anything
+            found["error"] = "compiling the kernel failed: " + errors.explain(exc, job["file"])
+        touched = changed(before, fingerprint(guarded))
+        if not found["error"] and touched:
+            found["error"] = tampered(touched)
+    send(fd, "compiled", seconds=round(time.monotonic() - start, 2), **found)
+    return 0
+
+
+def main(fd: int, job: dict) -> int:
+    from kata import runtime  # first: it sets the environment triton reads
+
+    # Everything the grader launches with is imported and bound before the submission loads.
+    import torch
+
+    from grader.judge import errors
+    from grader.run import timing
+    from kata import catalogue, interfaces
+
+    watch = Watch(runtime.INTERPRETER)
+    interface = interfaces.get(job["interface"])
+    exercise = catalogue.find(job["stem"])
+    file = job["file"]
+    guarded = _guarded_modules()
+
+    status = {"backend": runtime.describe(), "loaded": False, "warnings": [], "error": None}
+    before = fingerprint(guarded)
+    try:
+        module = catalogue.load_text(job["text"], file, f"kata_submission_{job['stem']}")
+    except BaseException as exc:  # SyntaxError, any exception, sys.exit(), KeyboardInterrupt
+        status["error"] = "the file failed to import: " + errors.explain(exc, file)
+        send(fd, "status", **status)
+        return 0
+    problem = kernel_problem(module, exercise, runtime.INTERPRETER)
+    touched = changed(before, fingerprint(guarded))
+    if problem is None and touched:
+        problem = tampered(touched)
+    status.update(loaded=problem is None, error=problem)
+    send(fd, "status", **status)
+    if problem:
+        return 0
+
+    kernel = getattr(module, exercise.kernel)
+    # The configurations a case runs under, where the compiler did not say (on a GPU): the
+    # file's own autotuner's, seen from here.
+    configs = dict(job.get("configs") or {})
+    for case in job["cases"]:
+        if case.each_config and case.name not in configs:
+            recorder = Recorder()
+            interface.launch(torch, recorder, case, runtime.DEVICE)
+            args, kwargs = recorder.calls[0]
+            configs[case.name] = own_configs(kernel, args, kwargs)
+    if runtime.DEVICE == "cuda":
+        warm_up(kernel, interface, torch, job["cases"], configs)
+    refused = {(name, label): message for name, label, message in job.get("refused", [])}
+    # Correctness launches share the GPU with other exercises' launches, never with a timing.
+    with timing.gpu_shared() if runtime.DEVICE == "cuda" else contextlib.nullcontext():
+        for case in job["cases"]:
+            fatal = False
+            for config in _runs(case, configs, runtime.INTERPRETER):
+                label = config_label(config)
+                if (case.name, label) in refused:  # the GPU's compiler refused it: not run
+                    send(fd, "case-error", name=case.name, config=label, fatal=False,
+                         message=refused[(case.name, label)], trace="")  # fmt: skip
+                    continue
+                before_launches = watch.launches
+                try:
+                    outputs = interface.launch(torch, Pinned(kernel, config), case, runtime.DEVICE)
+                    if runtime.DEVICE == "cuda":
+                        torch.cuda.synchronize()
+                    if watch.launches == before_launches:
+                        raise errors.NotLaunched(
+                            f"`{exercise.kernel}` never reached a Triton launch"
+                        )
+                    arrays = _arrays(torch, interfaces, outputs)
+                except BaseException as exc:
+                    message = errors.explain(exc, file)
+                    fatal = runtime.DEVICE == "cuda" and "CUDA" in f"{type(exc).__name__} {exc}"
+                    send(fd, "case-error", name=case.name, config=label, fatal=fatal,
+                         message=message, trace=traceback.format_exc()[-4000:])  # fmt: skip
+                    # A CUDA error poisons the context: every later launch would fail the same way.
+                    if fatal:
+                        break
+                    continue
+                send(fd, "case", arrays, name=case.name, config=label)
+            if fatal:
+                break
+    touched = changed(before, fingerprint(guarded))
+    if touched:
+        status["error"] = tampered(touched)
+    small = sorted(k for k in watch.dot_k if k < runtime.MIN_DOT_BLOCK)
+    if small:
+        status["warnings"].append(
+            f"tl.dot ran with an inner (K) dimension of {small[0]}: it works in the "
+            f"interpreter, but a compiled tl.dot needs K >= {runtime.MIN_DOT_BLOCK} (Triton 3.6, H200)"
+        )
+    send(fd, "status", **status)
+    if job.get("timing") and runtime.DEVICE == "cuda" and not touched:
+        try:
+            result = timing.measure(interface, job["timing"], kernel, torch)
+        except BaseException as exc:
+            result = {"timed": False, "reason": "timing failed: " + errors.explain(exc, file)}
+        send(fd, "timing", **result)
+    return 0
+
+
+if __name__ == "__main__":
+    out, compiling = int(sys.argv[1]), "--compile" in sys.argv[2:]
+    # The channel moves to a descriptor the submission is not told about.
+    hidden = os.dup(out)
+    os.close(out)
+    sys.argv[1:] = []
+    job = pickle.loads(sys.stdin.buffer.read())
+    sys.exit(compile_only(hidden, job) if compiling else main(hidden, job))

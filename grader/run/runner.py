@@ -1,0 +1,343 @@
+"""Grade a target folder, exercise by exercise, in two processes:
+
+1. **Here**, the grading process: read each submission file once (its *snapshot*: everything
+   below uses this text, never the file again); compare it with the frozen skeleton
+   (integrity) and scan it (``grader.run.screen``). No student code runs here.
+2. **The launcher** (``python -m grader.run.launcher``), the only process that runs student code:
+   it gets the snapshot and the cases on its stdin, compiles the kernels for the GPU when they
+   will run in the interpreter, launches them, and sends every output back on a pipe. When it
+   ends, its process group is killed, and so is anything that escaped the group
+   (``grader.run.process``: this process is their subreaper).
+3. **Here** again: pytest judges the outputs, in this process (``grader.judge.plugin``: one test per
+   check); pytest-json-report gives back each check's verdict.
+
+Exercises are launched concurrently; pytest judges one at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from grader import specs
+from grader.judge import details
+from grader.report.records import CheckResult, ExerciseResult
+from grader.run import launcher, process, screen, timing
+from grader.specs.model import Case, Output
+from kata import skeletons
+from kata.catalogue import Exercise
+
+ROOT = process.ROOT
+CHECKS = ROOT / "grader" / "judge" / "checks"
+_judging = threading.Lock()  # pytest runs one session at a time in a process
+EXITED_AT_IMPORT = ("exited with code 0 while importing the file (os._exit(0) or another hard "
+                    "exit), so no kernel was run")  # fmt: skip
+
+
+def default_timeout(backend: str, ex: Exercise | None = None) -> float:
+    """Seconds the submission's process may take for all cases of one exercise (the
+    performance track also autotunes and times its kernel on a GPU)."""
+    if ex is not None and ex.track == "performance":
+        return 300.0 if backend == "cuda" else 240.0
+    return 90.0 if backend == "cuda" else 180.0
+
+
+def interpreter_only(text: str) -> list[str]:
+    """Warnings for what the interpreter runs and the compiler rejects: `continue` and `break`
+    inside a Triton kernel (UnsupportedLanguageConstruct on Triton 3.6)."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    found = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        marks = [ast.unparse(d) for d in fn.decorator_list]
+        if not any("jit" in m or "autotune" in m for m in marks):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, (ast.Continue, ast.Break)):
+                word = "continue" if isinstance(node, ast.Continue) else "break"
+                found.append(
+                    f"`{word}` at line {node.lineno} (in {fn.name}) runs in the interpreter but "
+                    "does not compile on a GPU: bound the loop instead"
+                )
+    return found
+
+
+# ---- 2. the launch ----------------------------------------------------------------------------
+
+
+@dataclass
+class Launch:
+    """What the launcher sent back for one exercise."""
+
+    outputs: dict[str, list[tuple[str | None, Output]]] = field(default_factory=dict)
+    errors: dict[str, list[str]] = field(default_factory=dict)  # case -> messages
+    status: dict | None = None
+    compiled: dict | None = None
+    timing: dict | None = None
+    error: str | None = None  # why no case can be judged
+    stopped: str | None = None  # why the launcher ended early, cases left unrun
+    output: str = ""  # what the submission printed, cut to its head and tail
+    seconds: float = 0.0
+    probe: Case | None = None
+
+
+def _job(spec: specs.Spec, text: str, file: Path, cases: list[Case], **extra) -> dict:
+    ex = spec.exercise
+    return {"stem": ex.stem, "kernel": ex.kernel, "interface": ex.interface, "file": str(file),
+            "text": text, "cases": cases, **extra}  # fmt: skip
+
+
+def _child(job: dict, device: str, timeout: float, *flags: str):
+    """Run one launcher on ``job``: (the records it sent, how it ended)."""
+    read_end, write_end = os.pipe()
+    records: list = []
+    reader = threading.Thread(target=lambda: records.extend(_read(read_end)), daemon=True)
+    reader.start()
+    env = process.child_env(
+        KATA_DEVICE=device,
+        # The tolerances assume IEEE fp32 dots; an inherited TF32 setting must not apply.
+        TRITON_F32_DEFAULT="ieee",
+    )  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="kata-run-") as scratch:  # its working folder
+        done = process.run(
+            process.python("-m", "grader.run.launcher", str(write_end), *flags), cwd=Path(scratch),
+            env=env, timeout=timeout, stdin=pickle.dumps(job), pass_fds=(write_end,),
+            on_start=lambda _: os.close(write_end), warm=device != "cuda",
+        )  # fmt: skip
+    reader.join()
+    return records, done
+
+
+def launch(spec: specs.Spec, text: str, file: Path, backend: str, timeout: float,
+           timed: bool = True) -> Launch:  # fmt: skip
+    """Run the launcher on every case of ``spec`` (and the picture's probe), and collect what it
+    sends back. Kernels that will run in the interpreter are first compiled for the GPU."""
+    cases = list(spec.cases.values())
+    probe = details.probe_case(spec.exercise.causal) if spec.interface.name == "attention" else None
+    if probe is not None:
+        cases.append(probe)  # last: its launch can delay no judged case
+    result = Launch(probe=probe)
+    configs = None
+    refused: list = []
+    if backend == "interpreter":
+        records, done = _child(_job(spec, text, file, cases), "compiler", timeout, "--compile")
+        result.compiled = next((f for f, _ in records if f.get("kind") == "compiled"), None)
+        result.seconds = done.seconds
+        compiled = result.compiled or {}
+        if result.compiled is None or compiled.get("error"):
+            stopped = done.stopped(timeout) or EXITED_AT_IMPORT
+            result.error = compiled.get("error") or f"the submission's process {stopped}"
+            result.output = done.output
+            return result
+        configs, refused = compiled["configs"], compiled["failed"]
+    job = _job(spec, text, file, cases, configs=configs, refused=refused,
+               timing=list(spec.timing) if timed else [])  # fmt: skip
+    # One limit for the exercise: the compiler's time comes out of it (and the message names it).
+    records, done = _child(job, backend, max(timeout - result.seconds, 1.0))
+    result.output, result.seconds = done.output, round(result.seconds + done.seconds, 2)
+    for fields, arrays in records:
+        kind = fields.pop("kind")
+        if kind == "case":
+            result.outputs.setdefault(fields["name"], []).append((fields["config"], arrays))
+        elif kind == "case-error":
+            shown = f" with {fields['config']}" if fields.get("config") else ""
+            case = spec.cases.get(fields["name"]) or probe
+            result.errors.setdefault(fields["name"], []).append(
+                f"case {fields['name']} ({case.about}){shown}: {fields['message']}"
+            )
+        elif kind == "status":
+            result.status = fields
+        elif kind == "timing":
+            result.timing = fields
+    stopped = done.stopped(timeout)
+    if result.status is None:
+        result.error = f"the submission's process {stopped or EXITED_AT_IMPORT}"
+    elif result.status.get("error"):
+        result.error = result.status["error"]
+    elif stopped:
+        result.stopped = f"the submission's process {stopped}"
+    return result
+
+
+def _read(fd: int) -> list:
+    with os.fdopen(fd, "rb") as stream:
+        return launcher.receive(stream)
+
+
+# ---- 3. judging -------------------------------------------------------------------------------
+
+
+def judge(spec: specs.Spec, result: Launch, keep: Path | None = None) -> list[CheckResult]:
+    """Every check of ``spec`` on what the launch sent back, through pytest, in this process;
+    pytest-json-report's report is kept in the file ``keep``, if given."""
+    import pytest
+    from pytest_jsonreport.plugin import JSONReport
+
+    from grader.judge.plugin import KataPlugin
+
+    plugin, report = KataPlugin(spec, result), JSONReport()
+    args = [
+        str(CHECKS / "test_checks.py"), "-c", str(CHECKS / "pytest.ini"), "--rootdir", str(CHECKS),
+        "--noconftest", "-s", "-p", "no:terminal", "-p", "no:cacheprovider", "-p", "no:warnings",
+        "-p", "no:faulthandler", "-p", "no:logging", "-p", "pytest_jsonreport.plugin",
+        "--json-report-file=none", "--json-report-omit", "log", "streams",
+    ]  # fmt: skip
+    with _judging:
+        saved = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # no plugin of this machine's
+        try:
+            pytest.main(args, plugins=[plugin, report])
+        finally:
+            if saved is None:
+                os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+            else:
+                os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = saved
+    if keep is not None and report.report:
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        keep.write_text(json.dumps(report.report, indent=1, default=str))
+    by_id = {}
+    for test in (report.report or {}).get("tests", []):
+        meta = test.get("metadata") or {}
+        if "check" in meta:
+            by_id[meta["check"]] = meta
+    results = []
+    for c in spec.checks:
+        meta = by_id.get(c.id) or {}
+        status = meta.get("status", "error")
+        message = meta.get("message", "the grader could not run this check")
+        results.append(CheckResult(
+            id=c.id, todo=c.todo, status=status, points=c.points if status == "passed" else 0,
+            max_points=c.points, trap=meta.get("trap"), message=message, hidden=c.hidden,
+            details=meta.get("details"),
+        ))  # fmt: skip
+    return results
+
+
+# ---- one exercise, and several ------------------------------------------------------------------
+
+
+def _zero(spec: specs.Spec, file: Path, message: str, **extra) -> ExerciseResult:
+    checks = [CheckResult(id=c.id, todo=c.todo, status="error", points=0, max_points=c.points,
+                          trap=None, message=message, hidden=c.hidden) for c in spec.checks]  # fmt: skip
+    return ExerciseResult(spec.exercise.stem, str(file), spec.exercise.track, 0, spec.max_score,
+                          checks, error=message, **extra)  # fmt: skip
+
+
+def spec_check(spec: specs.Spec, check_id: str):
+    return next(c for c in spec.checks if c.id == check_id)
+
+
+def _compiled(record: dict | None) -> dict | None:
+    """What the report says of the compile for the GPU: None where the kernels ran compiled."""
+    if record is None:
+        return None
+    return {"target": "sm_90", "launches": record.get("launches", 0),
+            "refused": len(record.get("failed", [])), "seconds": record.get("seconds", 0.0)}  # fmt: skip
+
+
+def snapshot(file: Path) -> str | None:
+    """The submission's text, read once; None if there is no such file."""
+    try:
+        return file.read_bytes().decode(errors="replace")
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+
+
+def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path | None = None,
+                   timeout: float | None = None, checkset: str | None = None,
+                   strict: bool = False, timed: bool = True, text: str | None = None,
+                   screened: bool = True) -> ExerciseResult:  # fmt: skip
+    """Grade one exercise's file in ``target`` (``text``: its snapshot, when the caller read it
+    already). ``timed=False`` skips the performance track's timing, for callers that need the
+    verdicts only (``python -m grader.validate``); ``screened=False`` runs a file the static screens
+    would stop (to test the runtime defences)."""
+    spec = specs.load(ex.stem, checkset)
+    file = target / ex.filename
+    start = time.monotonic()
+    text = snapshot(file) if text is None else text
+    if text is None:
+        result = _zero(spec, file, f"{ex.filename} not found in {target}")
+        result.duration_s = round(time.monotonic() - start, 2)
+        return result
+    skeleton = skeletons.pristine(ex.stem)
+    found = skeletons.check(skeleton, text)
+    findings = screen.screen(skeleton, text, found) if screened else []
+    integrity = {"ok": found.ok, "lines": found.lines, "diff": found.diff, "strict_zeroed": False,
+                 "contract_zeroed": False, "findings": [asdict(f) for f in findings]}  # fmt: skip
+    warnings = interpreter_only(text) if backend == "interpreter" else []
+    if findings:  # never run, never paid (grader.run.screen says why)
+        shown = "; ".join(f.message for f in findings[:3])
+        more = f" (and {len(findings) - 3} more)" if len(findings) > 3 else ""
+        result = _zero(spec, file, f"not run: {shown}{more}", integrity=integrity,
+                       warnings=warnings)  # fmt: skip
+        result.duration_s = round(time.monotonic() - start, 2)
+        return result
+    ran = launch(spec, text, file, backend, timeout or default_timeout(backend, ex), timed)
+    kept = report_dir / "pytest" / f"{ex.stem}.json" if report_dir else None
+    checks = judge(spec, ran, kept)
+    status = ran.status or {}
+    result = ExerciseResult(
+        ex.stem, str(file), ex.track, sum(c.points for c in checks), spec.max_score, checks,
+        duration_s=round(time.monotonic() - start, 2), output=ran.output, error=ran.error,
+        integrity=integrity, warnings=warnings + status.get("warnings", []),
+        compiled=_compiled(ran.compiled),
+    )  # fmt: skip
+    # Given code was edited, and the kernel is wrong on an input the exercise's contract accepts:
+    # the mistake is in code no TODO check judges, so the exercise as a whole pays for it.
+    broken = [c.id for c in result.checks if c.note and c.status != "passed"
+              and spec_check(spec, c.id).contract]  # fmt: skip
+    integrity["contract_zeroed"] = bool(not found.ok and broken and result.score)
+    if strict and not found.ok:
+        integrity["strict_zeroed"] = True
+    if integrity["strict_zeroed"] or integrity["contract_zeroed"]:
+        for c in result.checks:
+            c.points = 0
+        result.score = 0
+    if ex.track == "performance":
+        measured = ran.timing if timed else {"timed": False, "reason": "not timed: verdicts only"}
+        result.performance = timing.score(measured, result.score == result.max_score)
+    return result
+
+
+def grade(exercises: list[Exercise], target: Path, backend: str, report_dir: Path | None = None,
+          jobs: int | None = None, timeout: float | None = None, on_done=None,
+          on_start=None, checkset: str | None = None, strict: bool = False,
+          screened: bool = True) -> list[ExerciseResult]:  # fmt: skip
+    """Grade exercises concurrently; ``on_start(exercise)`` is called as each one starts and
+    ``on_done(result)`` as each one finishes. Every file is read before any code runs, so that
+    no exercise's code can change what another's grading reads."""
+    jobs = jobs or (
+        len(exercises) if backend == "cuda" else max(1, min(len(exercises), os.cpu_count() or 1))
+    )
+    texts = {ex.stem: snapshot(target / ex.filename) for ex in exercises}
+    results: dict[str, ExerciseResult] = {}
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+
+        def work(ex: Exercise) -> ExerciseResult:
+            if on_start:
+                on_start(ex)
+            if texts[ex.stem] is None:  # missing: said so by grade_exercise, which reads nothing
+                return grade_exercise(ex, target, backend, report_dir, timeout, checkset, strict)
+            return grade_exercise(ex, target, backend, report_dir, timeout, checkset, strict,
+                                  text=texts[ex.stem], screened=screened)  # fmt: skip
+
+        futures = {pool.submit(work, ex): ex for ex in exercises}
+        for future in as_completed(futures):
+            result = future.result()
+            results[result.id] = result
+            if on_done:
+                on_done(result)
+    return [results[ex.stem] for ex in exercises]

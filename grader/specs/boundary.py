@@ -1,0 +1,196 @@
+"""Cases derived from the classes of input that break tiled kernels, for the tiles a spec
+launches with (``block_m`` query rows by ``block_n`` keys).
+
+A tiled kernel that is wrong somewhere is wrong at an edge: where a size stops being a whole
+number of tiles, where a window's edge crosses from one key tile into the next, where exp()
+leaves float32's range. For each class this module gives its smallest member, the cheapest in
+the interpreter, with the words a student reads in a failure (``Case.about``):
+
+* ``ragged``: M and N one past (= 1), one short of (= -1) and a whole number of (= 0) tiles,
+  modulo both tile sizes, with M < N, M > N and M = N;
+* ``windows``: sliding windows one short of, a whole number of and one past key tiles, wider
+  than a query block and a key tile together, so that a block's window edge lies tiles apart
+  from its diagonal; with 32-row blocks over 16-key tiles the edge crosses three key tiles;
+* ``creep``: row maxima that rise by 0.001 per key tile (alpha = 0.999 on every tile);
+* ``extremes``: logits above 88 and below -100 (exp overflows and underflows in float32), both
+  in one row, and ties among them, for a number of experts from ``experts`` (one short of or one
+  past a power of two).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from grader.specs import inputs
+from grader.specs.model import Case
+
+_NUMBERS = ("no", "a", "two", "three", "four", "five", "six", "seven", "eight")
+
+
+def residue(n: int, tile: int) -> int:
+    """``n`` modulo ``tile``, written -1 when one short of a whole number of tiles."""
+    r = n % tile
+    return -1 if r == tile - 1 else r
+
+
+def _word(count: int) -> str:
+    return _NUMBERS[count] if count < len(_NUMBERS) else str(count)
+
+
+def _tiles(count: int, size: str) -> str:
+    return f"{_word(count)} {size}" + ("s" if count > 1 else "")
+
+
+def against(n: int, tile: int, unit: str, group: str) -> str:
+    """``n`` units against tiles of ``tile``, in words: "one key short of two 16-key tiles"."""
+    k, r = divmod(n, tile)
+    size = f"{tile}-{unit} {group}"
+    if r == 0:
+        return f"exactly {_tiles(k, size)}"
+    if r == 1:
+        return f"one {unit} past {_tiles(k, size)}" if k else f"one {unit}"
+    if r == tile - 1:
+        return f"one {unit} short of {_tiles(k + 1, size)}"
+    return f"{_word(r)} {unit}s past {_tiles(k, size)}"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The sizes and tiles of one class's smallest 2-D attention case."""
+
+    M: int
+    N: int
+    block_m: int = 16
+    block_n: int = 16
+    D: int = 16
+    window: int | None = None
+    what: str = ""  # what it exposes, after the sizes in the case's about
+
+    @property
+    def tiles(self) -> str:
+        return "" if (self.block_m, self.block_n) == (16, 16) else f"-{self.block_m}x{self.block_n}"
+
+    @property
+    def name(self) -> str:
+        if self.window is None:
+            return f"edges-{self.M}x{self.N}{self.tiles}"
+        return f"window-{self.M}x{self.N}-w{self.window}{self.tiles}"
+
+    @property
+    def about(self) -> str:
+        sizes = f"M=N={self.M}" if self.M == self.N else f"M={self.M}, N={self.N}"
+        sizes += f", D={self.D}" + (f", WINDOW={self.window}" if self.window else "")
+        if self.tiles:
+            sizes += f", {self.block_m}-row by {self.block_n}-key tiles"
+        return f"{sizes}: {self.what}"
+
+
+def ragged(block_m: int = 16, block_n: int = 16, window: int | None = None) -> list[Shape]:
+    """M < N, M > N and M = N, the sizes one past, one short of and a whole number of tiles of
+    both sizes (both are powers of two, so modulo the larger is modulo either), with a sliding
+    ``window`` if given. The M > N case also pads its head dimension (24 of 32)."""
+    big = max(block_m, block_n)
+    shapes = []
+    for M, N, D, order in ((big + 1, 2 * big - 1, 16, "M < N"), (2 * big - 1, big + 1, 24, "M > N"),
+                           (2 * big, 2 * big, 16, "M = N")):  # fmt: skip
+        rows, keys = against(M, block_m, "row", "block"), against(N, block_n, "key", "tile")
+        what = f"M {rows}, N {keys} ({order})"
+        if window is not None:
+            what += f"; WINDOW {against(window, block_n, 'key', 'tile')}"
+        shapes.append(Shape(M, N, block_m, block_n, D, window, what))
+    return shapes
+
+
+def first_keys(shape: Shape) -> list[tuple[int, int]]:
+    """(first row, first row's oldest key) of every query block whose window begins past key
+    0: where a kernel must start its key loop, and mask."""
+    found = []
+    for r0 in range(0, shape.M, shape.block_m):
+        if shape.window is not None and r0 - shape.window + 1 > 0:
+            found.append((r0, r0 - shape.window + 1))
+    return found
+
+
+def edge_tiles(shape: Shape) -> int:
+    """The most key tiles one block's window edge (its rows' oldest keys) crosses."""
+    most = 0
+    for r0, oldest in first_keys(shape):
+        last = min(r0 + shape.block_m, shape.M) - 1
+        newest = min(last - shape.window + 1, shape.N - 1)
+        most = max(most, newest // shape.block_n - oldest // shape.block_n + 1)
+    return most
+
+
+def windows(block_m: int = 16, block_n: int = 16) -> list[Shape]:
+    """Windows one short of, a whole number of and one past key tiles, each the smallest above
+    block_m + block_n, in the shortest square sequence where some block's first row's window
+    begins past key 0 (one more block follows it)."""
+    shapes = []
+    for r in (-1, 0, 1):
+        window = block_m + block_n + 1
+        window += (r - window) % block_n
+        first = -(-window // block_m) * block_m  # the first block whose window begins past 0
+        M = first + block_m
+        shape = Shape(M, M, block_m, block_n, window=window)
+        r0, oldest = first_keys(shape)[0]
+        into = oldest % block_n
+        where = {0: "on a key tile's first key", 1: "one key into a key tile",
+                 block_n - 1: "on a key tile's last key"}.get(into, f"{_word(into)} keys into a "
+                                                                 "key tile")  # fmt: skip
+        before = r0 // block_n - oldest // block_n
+        what = (f"WINDOW {against(window, block_n, 'key', 'tile')}; rows {r0}-{r0 + block_m - 1}'s "
+                f"windows begin {where}, {_tiles(before, 'tile')} before their diagonal")  # fmt: skip
+        span = edge_tiles(shape)
+        if span >= 3:
+            what += f", and their window edge crosses {_tiles(span, f'{block_n}-key tile')}"
+        shapes.append(Shape(M, M, block_m, block_n, window=window, what=what))
+    return shapes
+
+
+def attention(shapes: list[Shape], seed: int, *, causal: bool = False) -> list[Case]:
+    """Random q, k, v for each shape (seeds ``seed``, ``seed + 1``, ...); a window implies
+    causal attention. A row whose window holds no key (M > N + WINDOW - 1) has no answer
+    (0 / 0), so no shape may have one."""
+    for s in shapes:
+        if s.window is not None and s.M > s.N + s.window - 1:
+            raise ValueError(f"{s.name}: rows {s.N + s.window - 1} and later see no key")
+    return [
+        Case(name=s.name, about=s.about, inputs=inputs.qkv(seed + i, s.M, s.N, s.D),
+             block_m=s.block_m, block_n=s.block_n, causal=causal or s.window is not None,
+             window=s.window)
+        for i, s in enumerate(shapes)
+    ]  # fmt: skip
+
+
+def creep(seed: int, M: int = 16, N: int = 64, D: int = 16, block_n: int = 16) -> Case:
+    """Row maxima that rise by 0.001 per key tile: alpha = 0.999 on every tile but the first."""
+    tiles = -(-N // block_n)
+    about = (f"M={M}, N={N}, D={D}: each of the {_NUMBERS[tiles]} key tiles raises every row's "
+             "maximum by just 0.001 (alpha = 0.999)")  # fmt: skip
+    return Case(name=f"creeping-max-{M}x{N}", about=about, block_n=block_n,
+                inputs=inputs.creeping(seed, M, N, D, block_n))  # fmt: skip
+
+
+def experts(power: int) -> tuple[int, int]:
+    """Numbers of experts one short of and one past a power of two: one padded slot, and
+    almost half the slots padded."""
+    return power - 1, power + 1
+
+
+_KINDS = {
+    "high": "near +100 (exp overflows past 88.7)",
+    "low": "near -120 (exp underflows below -103)",
+    "mixed": "both in one row",
+    "tie-high": "all tied at +100",
+    "tie-low": "all tied at -120",
+}
+
+
+def extremes(seed: int, M: int, E: int, kinds=("high", "low", "mixed"), **fields) -> Case:
+    """Logits beyond float32's exp range, token by token in turn through ``kinds`` (see
+    ``grader.specs.inputs.extremes``); ``fields``: more of the case's (a configuration to pin)."""
+    block = 1 << (E - 1).bit_length()
+    padded = f" (padded to {block})" if block != E else ""
+    about = f"{M} tokens x {E} experts{padded}, logits " + ", ".join(_KINDS[k] for k in kinds)
+    return Case(name=f"extreme-logits-{M}x{E}", about=about,
+                inputs=inputs.extremes(seed, M, E, kinds), **fields)  # fmt: skip

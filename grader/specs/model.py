@@ -1,0 +1,155 @@
+"""The grader's records, declared with keywords in the specs (``grader/specs/<stem>/``).
+
+* ``Case``: the inputs one launch of a kernel gets, built deterministically from fixed seeds.
+* ``Trap``: one classic wrong answer: its id, the TODO it belongs to, what a student is told,
+  and its *forms*, the outputs the mistake produces on a case.
+* ``Check``: the points one judgement is worth, the TODO it charges (``None`` for a 0-point note
+  about given code), its cases, its judge and the traps it can name.
+
+* ``Variant`` (made by ``wrong`` and ``right``): a kernel of the validation gallery, a wrong one
+  or a right one written differently, with the ``Expect`` it must score (``grader.validate``
+  grades them).
+
+``hidden`` is a flag on cases and checks: ``public.py`` of a spec declares the ones a student's
+handout ships, ``hidden.py`` the instructor's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+Output = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Case:
+    name: str
+    about: str  # what a student reads in a failure message
+    inputs: dict[str, np.ndarray]
+    layout: dict[str, str] = field(default_factory=dict)  # "transposed" | "sliced" | "row-sliced"
+    block_m: int = 16  # tiles the grader launches 2-D attention with
+    block_n: int = 16
+    dtype: str | None = None  # cast the inputs to this torch dtype on the device
+    causal: bool = False
+    window: int | None = None  # sliding-window attention
+    twin: str | None = None  # a case with the same numbers in a plain layout (for notes)
+    hidden: bool = True
+    # Autotuned kernels (the performance track): the tile configuration the launcher pins,
+    # past the kernel's autotuner ({"BLOCK_M": 64, ..., "num_warps": 4, "num_stages": 2}), or
+    # ``each_config``: run once under every configuration the file's own autotuner could pick
+    # on a GPU.
+    config: dict | None = None
+    each_config: bool = False
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, kw_only=True)
+class Trap:
+    id: str
+    todo: str  # the TODO id to revisit
+    summary: str  # one line, for tables
+    message: str  # what went wrong, in a sentence or two, without the code
+    hint: str  # one line for summary tables: what to do, and where
+    forms: Callable[[Case, Output], list[Output]]  # outputs this mistake gives (partial dicts)
+    why: str = ""  # the docs' explanation (markdown)
+    invariant: str = ""  # the property of a right kernel that this mistake breaks (trap cards)
+
+    def __str__(self) -> str:
+        return self.id
+
+
+@dataclass(frozen=True, kw_only=True)
+class Check:
+    id: str
+    todo: str | None  # None: a note on given code, worth no points
+    points: int
+    about: str
+    cases: tuple[str, ...]
+    judge: str  # a judge the exercise's interface offers (kata.interfaces)
+    traps: tuple[Trap, ...] = ()
+    hidden: bool = True
+    # A TODO whose checks must pass before this one can be judged (04's causal stages cannot be
+    # told apart from a wrong exp2 scale): until then a failure here is "blocked", not "failed".
+    requires: str | None = None
+    proof: Callable[[list[Case]], None] | None = None  # a chapter demonstration, kept as a check
+    # A note on inputs the exercise's contract accepts (strided tensors: the chapter's kernels
+    # take strides). It costs nothing on its own; failed by a file that edited given code, it
+    # costs the exercise (grader.run.runner). False: inputs outside the contract (float16 into the
+    # chapter's float32 kernels), which never cost anything.
+    contract: bool = False
+
+    def __post_init__(self):
+        if self.todo is None and self.points:
+            raise ValueError(f"check {self.id}: a note (todo=None) is worth no points")
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def note(self) -> bool:
+        return self.todo is None
+
+
+# ---- the validation gallery's variants ----
+
+Edit = tuple[str, str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Expect:
+    """What one graded file must get. ``score``: "full", "zero" or "less" (loses points)."""
+
+    score: str
+    traps: tuple[str, ...] = ()  # exactly these trap ids must be named
+    failed: tuple[str, ...] = ()  # these checks must have status "failed"
+    breaks: str | None = None  # its TODO: every check of another TODO must pass (or be blocked)
+    integrity: bool | None = False  # it edits given code (None: not judged)
+    notes_failed: tuple[str, ...] = ()  # 0-point notes allowed to fail
+    error: str | None = None  # a regular expression the exercise's error must match
+    message: str | None = None  # a regular expression some failed check's message must match
+    warning: str | None = None  # a regular expression one of its warnings must match
+
+    def label(self, max_score: int) -> str:
+        return {"full": f"={max_score}", "zero": "=0", "less": f"<{max_score}"}[self.score]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Variant:
+    name: str
+    why: str
+    expect: Expect
+    fills: dict[str, str | tuple[str, ...]] = field(default_factory=dict)  # TODO -> code
+    edits: tuple[Edit, ...] = ()  # exact (old, new) replacements on the filled file
+    file: str | None = None  # a whole file in the spec's gallery/ folder instead
+    on_cuda: Expect | None = None  # where the compiled backend must differ
+
+    def expectation(self, backend: str) -> Expect:
+        return self.on_cuda if backend == "cuda" and self.on_cuda else self.expect
+
+    @property
+    def full_marks(self) -> bool:
+        return self.expect.score == "full"
+
+
+def wrong(
+    name: str, why: str, *, traps=(), failed=(), breaks=None, integrity=None, **kw
+) -> Variant:
+    """A kernel the grader must fail (``integrity`` defaults to "it has edits")."""
+    edits = tuple(kw.pop("edits", ()))
+    flagged = bool(edits) if integrity is None else integrity
+    expect = Expect(score=kw.pop("score", "less"), traps=tuple(traps), failed=tuple(failed),
+                    breaks=breaks, integrity=flagged, **kw.pop("expect", {}))  # fmt: skip
+    return Variant(name=name, why=why, expect=expect, edits=edits, **kw)
+
+
+def right(name: str, why: str, *, integrity=None, **kw) -> Variant:
+    """A kernel written differently that must keep full marks."""
+    edits = tuple(kw.pop("edits", ()))
+    flagged = bool(edits) if integrity is None else integrity
+    expect = Expect(score="full", integrity=flagged, **kw.pop("expect", {}))
+    return Variant(name=name, why=why, expect=expect, edits=edits, **kw)

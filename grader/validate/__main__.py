@@ -1,0 +1,5 @@
+import sys
+
+from grader.validate.cli import main
+
+sys.exit(main())
