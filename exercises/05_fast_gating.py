@@ -25,11 +25,14 @@ Reference: ``kata.oracles.top2_gating``. Run the file for a quick check; ``nox -
 import sys
 from pathlib import Path
 
-try:  # The runtime picks GPU or interpreter, and must run before triton is imported.
+try:
     from kata import runtime
 except ModuleNotFoundError:  # run as a script from a checkout of the kata
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from kata import runtime
+
+# The GPU, or Triton's CPU interpreter without one: chosen before any kernel is defined.
+runtime.configure()
 
 import triton
 import triton.language as tl
@@ -128,10 +131,17 @@ def _pick(t, i):
 @triton.autotune(configs=CONFIGS, key=["E"])
 @triton.jit
 def moe_top2_gating_fast_kernel(
-    logits_ptr, weight0_ptr, weight1_ptr, idx0_ptr, idx1_ptr,
-    M, E, stride_m,
-    BLOCK_E: tl.constexpr, BLOCK_M: tl.constexpr,
-):  # fmt: skip
+    logits_ptr,
+    weight0_ptr,
+    weight1_ptr,
+    idx0_ptr,
+    idx1_ptr,
+    M,
+    E,
+    stride_m,
+    BLOCK_E: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+):
     pid = tl.program_id(0)
     # TODO(rows-per-program): This program owns BLOCK_M consecutive tokens, starting at
     # pid * BLOCK_M. Give each row of the tile its own token index.

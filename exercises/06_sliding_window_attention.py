@@ -24,11 +24,14 @@ Run ``python 06_sliding_window_attention.py`` for the worked example.
 import sys
 from pathlib import Path
 
-try:  # The runtime picks GPU or interpreter, and must run before triton is imported.
+try:
     from kata import runtime
 except ModuleNotFoundError:  # run as a script from a checkout of the kata
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from kata import runtime
+
+# The GPU, or Triton's CPU interpreter without one: chosen before any kernel is defined.
+runtime.configure()
 
 import torch
 import triton
@@ -39,13 +42,27 @@ from kata import examples, host, oracles
 
 @triton.jit
 def sliding_window_attn_kernel(
-    q_ptr, k_ptr, v_ptr, out_ptr,
-    M, N, D,
-    stride_qm, stride_qd, stride_kn, stride_kd, stride_vn, stride_vd, stride_om, stride_od,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    out_ptr,
+    M,
+    N,
+    D,
+    stride_qm,
+    stride_qd,
+    stride_kn,
+    stride_kd,
+    stride_vn,
+    stride_vd,
+    stride_om,
+    stride_od,
     scale,
     WINDOW,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-):  # fmt: skip
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
     pid_m = tl.program_id(0)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
@@ -112,21 +129,22 @@ def worked_example() -> int:
     plain causal attention (the window ignored, what the untouched skeleton computes)."""
     M = N = 48
     D, W = 16, 10
-    print(f"06 sliding-window attention: M=N={M}, D={D}, WINDOW={W}, seed 0  "
-          f"[{runtime.describe()}]")  # fmt: skip
+    print(
+        f"06 sliding-window attention: M=N={M}, D={D}, WINDOW={W}, seed 0  [{runtime.describe()}]"
+    )
     torch.manual_seed(0)
     q, k, v = torch.randn(M, D), torch.randn(N, D), torch.randn(N, D)
     dev = [x.to(runtime.DEVICE) for x in (q, k, v)]
     windowed, causal = oracles.attention(q, k, v, window=W), oracles.attention(q, k, v, causal=True)
 
     out = sliding_window_attention(*dev, W).cpu()
-    ok = examples._verdict(f"kernel, WINDOW={W}, vs windowed oracle", out, windowed, 1e-4)
+    ok = examples.verdict(f"kernel, WINDOW={W}, vs windowed oracle", out, windowed, 1e-4)
     # A window of N keys hides nothing that causality does not: 02's task.
     out = sliding_window_attention(*dev, N).cpu()
-    ok &= examples._verdict(f"kernel, WINDOW={N}, vs causal oracle", out, causal, 1e-4)
+    ok &= examples.verdict(f"kernel, WINDOW={N}, vs causal oracle", out, causal, 1e-4)
     # The chapter's point again: a right answer to another task (it does not judge the file).
     print("  plain causal attention (the window ignored), on the windowed task:")
-    examples._verdict("causal oracle vs windowed oracle", causal, windowed, 1e-4, False)
+    examples.verdict("causal oracle vs windowed oracle", causal, windowed, 1e-4, False)
     return 0 if ok else 1
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import sys
 import time
 from pathlib import Path
@@ -19,33 +18,69 @@ from kata.catalogue import ALL_EXERCISES, EXERCISES, ROOT, TRACKS, find
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m grader", description="Grade the kata's exercises.")
-    p.add_argument("exercises", nargs="*", metavar="EXERCISE",
-                   help="exercise number (02) or file stem; default: the track's exercises")  # fmt: skip
-    tracks = "; ".join(f"{name}: {', '.join(ex.number for ex in exs)}"
-                       for name, exs in TRACKS.items() if exs and name != "all")  # fmt: skip
-    p.add_argument("--track", choices=tuple(TRACKS), default="core",
-                   help=f"{tracks}; all: every one (default: core, the chapter's 100 points)")  # fmt: skip
-    p.add_argument("--target", type=Path, default=EXERCISES,
-                   help="folder with the submission's files (default: exercises/)")  # fmt: skip
-    p.add_argument("--report", type=Path, default=ROOT / "reports" / "score.json",
-                   help="score report to write (default: reports/score.json)")  # fmt: skip
+    p.add_argument(
+        "exercises",
+        nargs="*",
+        metavar="EXERCISE",
+        help="exercise number (02) or file stem; default: the track's exercises",
+    )
+    tracks = "; ".join(
+        f"{name}: {', '.join(ex.number for ex in exs)}"
+        for name, exs in TRACKS.items()
+        if exs and name != "all"
+    )
+    p.add_argument(
+        "--track",
+        choices=tuple(TRACKS),
+        default="core",
+        help=f"{tracks}; all: every one (default: core, the chapter's 100 points)",
+    )
+    p.add_argument(
+        "--target",
+        type=Path,
+        default=EXERCISES,
+        help="folder with the submission's files (default: exercises/)",
+    )
+    p.add_argument(
+        "--report",
+        type=Path,
+        default=ROOT / "reports" / "score.json",
+        help="score report to write (default: reports/score.json)",
+    )
     p.add_argument("--gradescope", type=Path, help="also write Gradescope's results.json here")
-    p.add_argument("--device", choices=("auto", "cuda", "interpreter"), default="auto",
-                   help="where kernels run (default: auto, CUDA when torch sees a GPU)")  # fmt: skip
+    p.add_argument(
+        "--device",
+        choices=("auto", "cuda", "interpreter"),
+        default="auto",
+        help="where kernels run (default: auto, CUDA when torch sees a GPU)",
+    )
     p.add_argument("--timeout", type=float, help="seconds per exercise for the submission")
     p.add_argument("--jobs", type=int, help="exercises graded at once")
-    p.add_argument("--checks", choices=("hidden", "public"),
-                   help="which checks grade (default: hidden where this copy has them)")  # fmt: skip
-    p.add_argument("--strict", action="store_true",
-                   help="an exercise edited outside its TODO regions scores 0")  # fmt: skip
-    p.add_argument("--no-screen", action="store_true",
-                   help="run files the static screens stop (to test the grader's runtime "
-                   "defences; a grade given so is not the course's)")  # fmt: skip
-    p.add_argument("--html", type=Path,
-                   help="the page to look at in a browser (default: the report's path, .html)")  # fmt: skip
+    p.add_argument(
+        "--checks",
+        choices=("hidden", "public"),
+        help="which checks grade (default: hidden where this copy has them)",
+    )
+    p.add_argument(
+        "--strict", action="store_true", help="an exercise edited outside its TODO regions scores 0"
+    )
+    p.add_argument(
+        "--no-screen",
+        action="store_true",
+        help="run files the static screens stop (to test the grader's runtime "
+        "defences; a grade given so is not the course's)",
+    )
+    p.add_argument(
+        "--html",
+        type=Path,
+        help="the page to look at in a browser (default: the report's path, .html)",
+    )
     p.add_argument("--no-html", action="store_true", help="write no HTML page")
-    p.add_argument("--no-advice", action="store_true",
-                   help="no 'Stuck?' line at the end (logs nobody acts on: Gradescope, batch)")  # fmt: skip
+    p.add_argument(
+        "--no-advice",
+        action="store_true",
+        help="no 'Stuck?' line at the end (logs nobody acts on: Gradescope, batch)",
+    )
     p.add_argument("--quiet", action="store_true", help="print only the total")
     return p
 
@@ -70,21 +105,27 @@ def main(argv: list[str] | None = None) -> int:
 
     found = discover.exercise_folder(target, chosen)
     if found is not None and found != target:  # an upload of a zipped folder: grade what is in it
-        print(f"grader: no exercise file directly in {args.target}; grading {found}, where they are",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"grader: no exercise file directly in {args.target}; grading {found}, where they are",
+            file=sys.stderr,
+        )
         target = found
 
-    missing = [m for m in ("torch", "triton", "numpy", "pytest", "pytest_jsonreport")
-               if importlib.util.find_spec(m) is None]  # fmt: skip
+    missing = [
+        m
+        for m in ("torch", "triton", "numpy", "pytest", "pytest_jsonreport")
+        if importlib.util.find_spec(m) is None
+    ]
     if missing:
         return fail(
             f"missing Python packages: {', '.join(missing)} "
             f"(`{commands.nox('grade')}` installs them)"
         )
 
-    os.environ["KATA_DEVICE"] = args.device
+    from kata import runtime
+
     try:
-        from kata import runtime
+        runtime.configure(args.device)
     except Exception as exc:  # BackendError, or torch missing
         return fail(f"cannot choose a backend: {exc}")
 
@@ -104,17 +145,30 @@ def main(argv: list[str] | None = None) -> int:
     printer = Printer(quiet=args.quiet, advice=not args.no_advice)
     printer.start(target, runtime.describe(), chosen)
     start = time.monotonic()
-    results = runner.grade(chosen, target, runtime.BACKEND, args.report.parent,
-                           jobs=args.jobs, timeout=args.timeout, on_done=printer.exercise_done,
-                           on_start=printer.exercise_started, checkset=checkset,
-                           strict=args.strict, screened=not args.no_screen)  # fmt: skip
+    results = runner.grade(
+        chosen,
+        target,
+        runtime.BACKEND,
+        args.report.parent,
+        jobs=args.jobs,
+        timeout=args.timeout,
+        on_done=printer.exercise_done,
+        on_start=printer.exercise_started,
+        checkset=checkset,
+        strict=args.strict,
+        screened=not args.no_screen,
+    )
     process.reap(spare=False)  # nothing a submission started may outlive its report
     report = Report(
-        target=str(target), device=runtime.describe(), versions=runtime.versions(),
-        exercises=results, duration_s=round(time.monotonic() - start, 2),
-        checkset=specs.load(chosen[0].stem, checkset).checkset, strict=args.strict,
+        target=str(target),
+        device=runtime.describe(),
+        versions=runtime.versions(),
+        exercises=results,
+        duration_s=round(time.monotonic() - start, 2),
+        checkset=specs.load(chosen[0].stem, checkset).checkset,
+        strict=args.strict,
         screened=not args.no_screen,
-    )  # fmt: skip
+    )
     report.write(args.report)
     if args.gradescope:
         gradescope.write(report, args.gradescope)

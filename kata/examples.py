@@ -32,16 +32,21 @@ def _chapter(says: str | None) -> None:
         print(f"     the chapter: {says}")
 
 
-def _verdict(
+def verdict(
     label: str, got, want, atol: float, expect_close: bool = True, chapter: str | None = None
 ) -> bool:
+    """Print one comparison of a worked example (``ok`` or ``!!``, the largest difference,
+    allclose) and return whether it came out as expected. A kernel file with a worked example of
+    its own (06) prints its comparisons with it, like the ones here."""
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     diff = float(np.max(np.abs(got - want))) if got.size else 0.0
     close = bool(np.allclose(got, want, atol=atol, rtol=0)) and not np.isnan(got).any()
     ok = close == expect_close
     mark = "ok " if ok else "!! "
-    print(f"  {mark}{label:<{LABEL_WIDTH}} max abs diff {diff:<10.3g} "
-          f"allclose(atol={atol:g}): {close}")  # fmt: skip
+    print(
+        f"  {mark}{label:<{LABEL_WIDTH}} max abs diff {diff:<10.3g} "
+        f"allclose(atol={atol:g}): {close}"
+    )
     _chapter(chapter)
     return ok
 
@@ -67,8 +72,13 @@ def flash_attention_example(flash_attention) -> int:
     _header("21.1 flash attention core: M=17, N=23, D=8, seed 0")
     q, k, v, dev = _draw_qkv(17, 23, 8)
     out = flash_attention(*dev).cpu()
-    ok = _verdict("kernel vs naive softmax attention", out, oracles.attention(q, k, v), 1e-4,
-                  chapter="about 2e-07 (with 4 x 4 blocks), allclose")  # fmt: skip
+    ok = verdict(
+        "kernel vs naive softmax attention",
+        out,
+        oracles.attention(q, k, v),
+        1e-4,
+        chapter="about 2e-07 (with 4 x 4 blocks), allclose",
+    )
     return 0 if ok else 1
 
 
@@ -79,7 +89,7 @@ def causal_attention_example(causal_flash_attention, caller: str | None = None) 
     causal_ref = oracles.attention(q, k, v, causal=True)
     full_ref = oracles.attention(q, k, v)
     causal = causal_flash_attention(*dev).cpu()
-    ok = _verdict("causal kernel vs causal oracle", causal, causal_ref, 1e-4, chapter="allclose")
+    ok = verdict("causal kernel vs causal oracle", causal, causal_ref, 1e-4, chapter="allclose")
     # Row 0 sees key 0 alone: its softmax is the single weight 1, so its output is v[0] itself.
     print("  row 0 may see key 0 only, so its causal output is v[0] exactly:")
     _row("v[0]", v[0])
@@ -96,10 +106,17 @@ def causal_attention_example(causal_flash_attention, caller: str | None = None) 
             f"  the non-causal kernel from {sibling.parent.name}/{sibling.name}, on the causal task:"
         )
         _row("non-causal kernel, out[0]", noncausal[0], "   a blend of all 20 rows of v")
-        _verdict("non-causal kernel vs causal oracle", noncausal, causal_ref, 1e-4, False,
-                 chapter="of order 1, not float noise; not allclose")  # fmt: skip
-        if not _verdict("non-causal kernel vs non-causal oracle", noncausal, full_ref, 1e-4,
-                        chapter="allclose"):  # fmt: skip
+        verdict(
+            "non-causal kernel vs causal oracle",
+            noncausal,
+            causal_ref,
+            1e-4,
+            False,
+            chapter="of order 1, not float noise; not allclose",
+        )
+        if not verdict(
+            "non-causal kernel vs non-causal oracle", noncausal, full_ref, 1e-4, chapter="allclose"
+        ):
             print(f"  (that kernel is not right yet even for its own task: finish {sibling.name})")
     return 0 if ok else 1
 
@@ -121,17 +138,19 @@ def gating_example(moe_top2_gating) -> int:
             f"  {t:>5}  {int(i0[t]):>11} {int(i1[t]):>4}   {int(top_i[t, 0]):>9} "
             f"{int(top_i[t, 1]):>4}   {float(raw[t]):>13.4f}   {float(w0[t] + w1[t]):.6f}"
         )
-    print(f"  raw top-2 sums range {float(raw.min()):.2f}..{float(raw.max()):.2f}, "
-          f"mean {float(raw.mean()):.4f}: a different shortfall for every token")  # fmt: skip
+    print(
+        f"  raw top-2 sums range {float(raw.min()):.2f}..{float(raw.max()):.2f}, "
+        f"mean {float(raw.mean()):.4f}: a different shortfall for every token"
+    )
     _chapter("from about 0.36 to 0.72, mean about 0.56")
 
     same_idx = torch.equal(i0.long(), top_i[:, 0]) and torch.equal(i1.long(), top_i[:, 1])
     print(f"  {'ok ' if same_idx else '!! '}{'indices equal torch.topk':<{LABEL_WIDTH}} {same_idx}")
     ref = top_p / top_p.sum(dim=-1, keepdim=True)
     ok = same_idx
-    ok &= _verdict("w0 vs renormalized top-1 probability", w0, ref[:, 0], 1e-5)
-    ok &= _verdict("w1 vs renormalized top-2 probability", w1, ref[:, 1], 1e-5)
-    ok &= _verdict("w0 + w1 vs 1", w0 + w1, np.ones(6), 1e-5)
+    ok &= verdict("w0 vs renormalized top-1 probability", w0, ref[:, 0], 1e-5)
+    ok &= verdict("w1 vs renormalized top-2 probability", w1, ref[:, 1], 1e-5)
+    ok &= verdict("w0 + w1 vs 1", w0 + w1, np.ones(6), 1e-5)
     return 0 if ok else 1
 
 
@@ -147,7 +166,7 @@ def fast_attention_example(fast_attention) -> int:
             [oracles.attention(q[0, h], k[0, h], v[0, h], causal=causal) for h in range(2)]
         )
         label = "causal" if causal else "non-causal"
-        ok &= _verdict(f"{label} kernel vs float64 oracle", out[0].float(), want, 1e-2)
+        ok &= verdict(f"{label} kernel vs float64 oracle", out[0].float(), want, 1e-2)
     return 0 if ok else 1
 
 
@@ -161,8 +180,8 @@ def fast_gating_example(fast_top2_gating) -> int:
     same = bool((i0.numpy() == j0).all() and (i1.numpy() == j1).all())
     print(f"  {'ok ' if same else '!! '}{'indices equal the oracle':<{LABEL_WIDTH}} {same}")
     ok = same
-    ok &= _verdict("w0 vs renormalized top-1 probability", w0, r0, 1e-5)
-    ok &= _verdict("w1 vs renormalized top-2 probability", w1, r1, 1e-5)
+    ok &= verdict("w0 vs renormalized top-1 probability", w0, r0, 1e-5)
+    ok &= verdict("w1 vs renormalized top-2 probability", w1, r1, 1e-5)
     if not runtime.INTERPRETER:
         print("  timings against torch: `nox -s bench`")
     return 0 if ok else 1

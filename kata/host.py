@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 
-from kata import runtime  # first: it sets the environment triton reads
 import torch
 import triton
+
+from kata import runtime
 
 
 def _require_tensor(name: str, x) -> None:
@@ -64,8 +65,7 @@ def attention_blocks(D: int, block_m: int = 16, block_n: int = 16) -> tuple[int,
     return block_m, block_n, block_d
 
 
-def launch_attention(kernel, q, k, v, *, block_m: int = 16, block_n: int = 16, out=None,
-                     **extra):  # fmt: skip
+def launch_attention(kernel, q, k, v, *, block_m: int = 16, block_n: int = 16, out=None, **extra):
     """Check the inputs, then run an attention ``kernel`` with the chapter's signature.
 
     ``out`` may be a preallocated (M, D) float32 tensor (the grader passes one filled with a
@@ -82,12 +82,27 @@ def launch_attention(kernel, q, k, v, *, block_m: int = 16, block_n: int = 16, o
     BLOCK_M, BLOCK_N, BLOCK_D = attention_blocks(D, block_m, block_n)
     grid = (triton.cdiv(M, BLOCK_M),)
     kernel[grid](
-        q, k, v, out, M, N, D,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        out.stride(0), out.stride(1),
+        q,
+        k,
+        v,
+        out,
+        M,
+        N,
+        D,
+        q.stride(0),
+        q.stride(1),
+        k.stride(0),
+        k.stride(1),
+        v.stride(0),
+        v.stride(1),
+        out.stride(0),
+        out.stride(1),
         1.0 / math.sqrt(D),
-        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=BLOCK_D, **extra,
-    )  # fmt: skip
+        BLOCK_M=BLOCK_M,
+        BLOCK_N=BLOCK_N,
+        BLOCK_D=BLOCK_D,
+        **extra,
+    )
     return out
 
 
@@ -122,9 +137,16 @@ def launch_gating(kernel, logits, *, out=None):
     M, E = logits.shape
     if M > 0:
         kernel[(M,)](
-            logits, w0, w1, idx0, idx1, M, E, logits.stride(0),
+            logits,
+            w0,
+            w1,
+            idx0,
+            idx1,
+            M,
+            E,
+            logits.stride(0),
             BLOCK_E=triton.next_power_of_2(E),
-        )  # fmt: skip
+        )
     return w0, w1, idx0, idx1
 
 
@@ -185,11 +207,28 @@ def launch_fast_attention(kernel, q, k, v, *, causal: bool = False, out=None):
     triton.set_allocator(_descriptor_scratch)
     grid = lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)  # noqa: E731
     kernel[grid](
-        q, k, v, out,
-        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2), out.stride(0), out.stride(1), out.stride(2),
-        H, S, 1.0 / math.sqrt(D), HEAD_DIM=D, CAUSAL=causal,
-    )  # fmt: skip
+        q,
+        k,
+        v,
+        out,
+        q.stride(0),
+        q.stride(1),
+        q.stride(2),
+        k.stride(0),
+        k.stride(1),
+        k.stride(2),
+        v.stride(0),
+        v.stride(1),
+        v.stride(2),
+        out.stride(0),
+        out.stride(1),
+        out.stride(2),
+        H,
+        S,
+        1.0 / math.sqrt(D),
+        HEAD_DIM=D,
+        CAUSAL=causal,
+    )
     return out
 
 

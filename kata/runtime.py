@@ -1,15 +1,19 @@
-"""Decide once, before Triton is imported, where kernels run.
+"""Decide once, before any kernel is defined, where kernels run.
 
-Every entry point (solutions, exercises, the grader, the tests) imports this module before
-``triton``. It picks one of two backends and prepares the environment Triton reads:
+Every entry point (a kernel file, the grader's commands, the tests) calls ``configure()`` before
+it defines or imports a ``@triton.jit`` function: Triton reads ``TRITON_INTERPRET`` when a
+kernel is decorated. Importing this module does nothing else. ``configure`` picks one of two
+backends and prepares the environment Triton reads:
 
 * ``cuda``: kernels are compiled for the GPU. fp32 ``tl.dot`` defaults to TF32 on NVIDIA GPUs,
   which misses the chapter's 1e-4 tolerance, so ``TRITON_F32_DEFAULT=ieee`` is set unless the
   caller already chose a precision.
 * ``interpreter``: Triton's CPU interpreter (``TRITON_INTERPRET=1``), for machines without CUDA.
 
-``KATA_DEVICE=auto|cuda|interpreter`` forces a choice (``auto`` is the default). A pre-set
-``TRITON_INTERPRET=1`` is honoured as a request for the interpreter.
+``configure("cuda")``, or ``KATA_DEVICE=auto|cuda|interpreter`` when no device is passed, forces
+a choice (``auto`` is the default). A pre-set ``TRITON_INTERPRET=1`` is honoured as a request for
+the interpreter. The choice is written to ``KATA_DEVICE`` so that child processes make the same
+one; ``BACKEND``, ``DEVICE`` and ``INTERPRETER`` hold it in this process.
 """
 
 from __future__ import annotations
@@ -43,17 +47,19 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def _select() -> str:
-    requested = os.environ.get("KATA_DEVICE", "auto").strip().lower() or "auto"
+def _select(device: str | None) -> str:
+    requested = (device or os.environ.get("KATA_DEVICE", "auto")).strip().lower() or "auto"
     if requested == COMPILER:
         return COMPILER
     if requested not in CHOICES:
-        raise BackendError(f"KATA_DEVICE={requested!r} is not one of {', '.join(CHOICES)}")
+        named = f"--device {requested}" if device else f"KATA_DEVICE={requested!r}"
+        raise BackendError(f"{named} is not one of {', '.join(CHOICES)}")
     if requested == "auto" and os.environ.get("TRITON_INTERPRET", "0") == "1":
         requested = "interpreter"
     if requested == "cuda":
         if not _cuda_available():
-            raise BackendError("KATA_DEVICE=cuda was requested but torch sees no CUDA GPU")
+            named = "--device cuda" if device else "KATA_DEVICE=cuda"
+            raise BackendError(f"{named} was requested but torch sees no CUDA GPU")
         return "cuda"
     if requested == "interpreter" or not _cuda_available():
         return "interpreter"
@@ -93,34 +99,70 @@ def _use_the_kata_environment() -> None:
 
     env_python = ROOT / ".nox" / "kata" / "bin" / "python"
     if env_python.exists() and not os.environ.get("KATA_REEXEC"):
-        print(f"kata: {sys.executable} has no {missing[0]}; running {Path(script).name} with "
-              f"{env_python.relative_to(ROOT)}, the kata's environment", file=sys.stderr)  # fmt: skip
+        print(
+            f"kata: {sys.executable} has no {missing[0]}; running {Path(script).name} with "
+            f"{env_python.relative_to(ROOT)}, the kata's environment",
+            file=sys.stderr,
+        )
         os.environ["KATA_REEXEC"] = "1"  # once: never loop if that environment lacks it too
         os.execv(env_python, [str(env_python), script, *sys.argv[1:]])
     run = f"`{commands.nox('run', Path(script).name[:2])}`"
     if commands.nox_program() == "nox" and not shutil.which("nox"):  # no nox at all yet
         run = f"the README's first command, then {run.replace('nox', '.venv/bin/nox', 1)}"
-    raise SystemExit(f"{Path(script).name} needs {' and '.join(missing)}, which {sys.executable} "
-                     f"does not have. Run {run}: it installs them and runs this example.")  # fmt: skip
+    raise SystemExit(
+        f"{Path(script).name} needs {' and '.join(missing)}, which {sys.executable} "
+        f"does not have. Run {run}: it installs them and runs this example."
+    )
 
 
-_use_the_kata_environment()
-BACKEND = _select()
-DEVICE = "cuda" if BACKEND == "cuda" else "cpu"
-INTERPRETER = BACKEND == "interpreter"
+_CHOSEN: dict[str, object] = {}  # BACKEND, DEVICE, INTERPRETER once configure() has run
 
-if INTERPRETER:
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        os.environ["TRITON_INTERPRET"] = "1"
-        if os.environ.get("KATA_DEVICE", "auto") == "auto":
-            print(
-                "kata: no CUDA GPU found; kernels run in Triton's CPU interpreter (TRITON_INTERPRET=1)",
-                file=sys.stderr,
-            )
-    _warn_old_interpreter()
-else:  # cuda, or the grader's compiler: kernels are made for the compiler
-    os.environ["TRITON_INTERPRET"] = "0"
-    os.environ.setdefault("TRITON_F32_DEFAULT", "ieee")
+
+def configure(device: str | None = None) -> str:
+    """Choose the backend for this process and prepare the environment Triton reads; returns
+    it (``cuda``, ``interpreter`` or ``compiler``). ``device`` is ``auto``, ``cuda`` or
+    ``interpreter`` (``None``: ``KATA_DEVICE``, else ``auto``). Once chosen, the choice stands:
+    a later call returns it, and one that asks for another backend raises ``BackendError``."""
+    if _CHOSEN:
+        backend = _CHOSEN["BACKEND"]
+        if device not in (None, "auto", backend):
+            raise BackendError(f"the backend is already {backend}; it cannot become {device}")
+        return backend
+    _use_the_kata_environment()
+    backend = _select(device)
+    if backend == "interpreter":
+        if os.environ.get("TRITON_INTERPRET") != "1":
+            os.environ["TRITON_INTERPRET"] = "1"
+            if (device or os.environ.get("KATA_DEVICE", "auto")) == "auto":
+                print(
+                    "kata: no CUDA GPU found; kernels run in Triton's CPU interpreter "
+                    "(TRITON_INTERPRET=1)",
+                    file=sys.stderr,
+                )
+        _warn_old_interpreter()
+    else:  # cuda, or the grader's compiler: kernels are made for the compiler
+        os.environ["TRITON_INTERPRET"] = "0"
+        os.environ.setdefault("TRITON_F32_DEFAULT", "ieee")
+    os.environ["KATA_DEVICE"] = backend  # child processes choose the same
+    _CHOSEN.update(
+        BACKEND=backend,
+        DEVICE="cuda" if backend == "cuda" else "cpu",
+        INTERPRETER=backend == "interpreter",
+    )
+    return backend
+
+
+def __getattr__(name: str):
+    """``BACKEND``, ``DEVICE`` and ``INTERPRETER``, once ``configure()`` has chosen them."""
+    if name not in ("BACKEND", "DEVICE", "INTERPRETER"):
+        raise AttributeError(f"module 'kata.runtime' has no attribute {name!r}")
+    if not _CHOSEN:
+        raise AttributeError(
+            f"kata.runtime.{name} is not chosen yet: call kata.runtime.configure() first "
+            "(before any kernel is defined)"
+        )
+    return _CHOSEN[name]
+
 
 # The smallest inner (K) dimension a compiled tl.dot accepts (Triton 3.6 on an H200; M and N may
 # be smaller). The interpreter takes any size; the kata's tiles keep every dimension >= 16 on
@@ -130,9 +172,10 @@ MIN_DOT_BLOCK = 16
 
 def describe() -> str:
     """A one-line name of the backend, e.g. ``cuda: NVIDIA H200`` or ``interpreter: cpu``."""
-    if INTERPRETER:
+    backend = __getattr__("BACKEND")
+    if backend == "interpreter":
         return "interpreter: cpu"
-    if BACKEND == COMPILER:
+    if backend == COMPILER:
         return "compiler only: nothing is launched"
     import torch
 

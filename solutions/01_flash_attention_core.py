@@ -13,11 +13,14 @@ Run ``python 01_flash_attention_core.py`` for the chapter's worked example.
 import sys
 from pathlib import Path
 
-try:  # The runtime picks GPU or interpreter, and must run before triton is imported.
-    from kata import runtime  # noqa: F401
+try:
+    from kata import runtime
 except ModuleNotFoundError:  # run as a script from a checkout of the kata
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from kata import runtime  # noqa: F401
+    from kata import runtime
+
+# The GPU, or Triton's CPU interpreter without one: chosen before any kernel is defined.
+runtime.configure()
 
 import triton
 import triton.language as tl
@@ -27,12 +30,26 @@ from kata import examples, host
 
 @triton.jit
 def flash_attn_kernel(
-    q_ptr, k_ptr, v_ptr, out_ptr,
-    M, N, D,
-    stride_qm, stride_qd, stride_kn, stride_kd, stride_vn, stride_vd, stride_om, stride_od,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    out_ptr,
+    M,
+    N,
+    D,
+    stride_qm,
+    stride_qd,
+    stride_kn,
+    stride_kd,
+    stride_vn,
+    stride_vd,
+    stride_om,
+    stride_od,
     scale,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-):  # fmt: skip
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
     pid_m = tl.program_id(0)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)

@@ -16,11 +16,14 @@ Run ``python 03_moe_gating.py`` for the chapter's worked example.
 import sys
 from pathlib import Path
 
-try:  # The runtime picks GPU or interpreter, and must run before triton is imported.
-    from kata import runtime  # noqa: F401
+try:
+    from kata import runtime
 except ModuleNotFoundError:  # run as a script from a checkout of the kata
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from kata import runtime  # noqa: F401
+    from kata import runtime
+
+# The GPU, or Triton's CPU interpreter without one: chosen before any kernel is defined.
+runtime.configure()
 
 import triton
 import triton.language as tl
@@ -30,10 +33,16 @@ from kata import examples, host
 
 @triton.jit
 def moe_top2_gating_kernel(
-    logits_ptr, weight0_ptr, weight1_ptr, idx0_ptr, idx1_ptr,
-    M, E, stride_m,
+    logits_ptr,
+    weight0_ptr,
+    weight1_ptr,
+    idx0_ptr,
+    idx1_ptr,
+    M,
+    E,
+    stride_m,
     BLOCK_E: tl.constexpr,
-):  # fmt: skip
+):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_E)
     col_ok = cols < E

@@ -23,24 +23,29 @@ Reference: ``kata.oracles.attention`` per (batch, head), and
 import sys
 from pathlib import Path
 
-try:  # The runtime picks GPU or interpreter, and must run before triton is imported.
+try:
     from kata import runtime
 except ModuleNotFoundError:  # run as a script from a checkout of the kata
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from kata import runtime
+
+# The GPU, or Triton's CPU interpreter without one: chosen before any kernel is defined.
+runtime.configure()
 
 import triton
 import triton.language as tl
 
 from kata import examples, host
 
+# fmt: off
 CONFIGS = [
     triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "TMA": tma}, num_warps=w, num_stages=s)
     for bm, bn, w, s, tma in (
         (128, 64, 4, 3, False), (128, 64, 8, 3, False), (64, 64, 4, 3, False), (128, 128, 8, 3, False),
         (128, 64, 4, 2, True), (64, 64, 4, 2, True), (64, 128, 4, 2, True),
     )
-]  # fmt: skip
+]
+# fmt: on
 
 
 def _whole_key_tiles(configs, named_args, **kwargs):
@@ -63,8 +68,9 @@ NO_MASK, DIAGONAL, PAST_S = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
 
 
 @triton.jit
-def _load_tile(src, row0, offs_d, stride, n_rows, BLOCK: tl.constexpr, TMA: tl.constexpr,
-               MASKED: tl.constexpr):  # fmt: skip
+def _load_tile(
+    src, row0, offs_d, stride, n_rows, BLOCK: tl.constexpr, TMA: tl.constexpr, MASKED: tl.constexpr
+):
     """Rows [row0, row0 + BLOCK) of a head's (S, D) matrix: a descriptor, or a base pointer."""
     if TMA:
         tile = src.load([row0, 0])  # rows past S arrive as zeros
@@ -82,9 +88,24 @@ def _load_tile(src, row0, offs_d, stride, n_rows, BLOCK: tl.constexpr, TMA: tl.c
 
 @triton.jit
 def _attend_tiles(
-    acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, offs_m, offs_d, lo, hi, S, qk_scale,
-    BLOCK_N: tl.constexpr, MASK: tl.constexpr, TMA: tl.constexpr,
-):  # fmt: skip
+    acc,
+    l_i,
+    m_i,
+    q,
+    k_src,
+    v_src,
+    stride_kn,
+    stride_vn,
+    offs_m,
+    offs_d,
+    lo,
+    hi,
+    S,
+    qk_scale,
+    BLOCK_N: tl.constexpr,
+    MASK: tl.constexpr,
+    TMA: tl.constexpr,
+):
     """The online-softmax loop over key tiles [lo, hi) for one query tile (base-2 exponent)."""
     for n0 in tl.range(lo, hi, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N)
@@ -113,13 +134,31 @@ def _attend_tiles(
 )
 @triton.jit
 def attention_fwd_kernel(
-    q_ptr, k_ptr, v_ptr, out_ptr,
-    stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
-    stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os,
-    H, S, sm_scale,
-    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    out_ptr,
+    stride_qb,
+    stride_qh,
+    stride_qs,
+    stride_kb,
+    stride_kh,
+    stride_ks,
+    stride_vb,
+    stride_vh,
+    stride_vs,
+    stride_ob,
+    stride_oh,
+    stride_os,
+    H,
+    S,
+    sm_scale,
+    HEAD_DIM: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
     TMA: tl.constexpr = False,
-):  # fmt: skip
+):
     # Query tiles vary fastest, so neighbouring programs share one (batch, head)'s keys in L2.
     pid_m = tl.program_id(0)
     if CAUSAL:  # the last query tiles see the most keys: start them first
@@ -132,10 +171,12 @@ def attention_fwd_kernel(
     k_src = k_ptr + b.to(tl.int64) * stride_kb + h * stride_kh
     v_src = v_ptr + b.to(tl.int64) * stride_vb + h * stride_vh
     if TMA:  # one descriptor per (S, D) matrix of this head; rows past S read as zeros
-        k_src = tl.make_tensor_descriptor(k_src, shape=[S, HEAD_DIM], strides=[stride_ks, 1],
-                                          block_shape=[BLOCK_N, HEAD_DIM])  # fmt: skip
-        v_src = tl.make_tensor_descriptor(v_src, shape=[S, HEAD_DIM], strides=[stride_vs, 1],
-                                          block_shape=[BLOCK_N, HEAD_DIM])  # fmt: skip
+        k_src = tl.make_tensor_descriptor(
+            k_src, shape=[S, HEAD_DIM], strides=[stride_ks, 1], block_shape=[BLOCK_N, HEAD_DIM]
+        )
+        v_src = tl.make_tensor_descriptor(
+            v_src, shape=[S, HEAD_DIM], strides=[stride_vs, 1], block_shape=[BLOCK_N, HEAD_DIM]
+        )
     q_mask = offs_m[:, None] < S
     q = tl.load(q_base + offs_m[:, None] * stride_qs + offs_d[None, :], mask=q_mask, other=0.0)
     if UPCAST:
@@ -154,30 +195,97 @@ def attention_fwd_kernel(
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     if CAUSAL:
         # Stage 1: key tiles wholly left of this query tile's diagonal, no mask needed.
-        acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, k_src, v_src, stride_ks, stride_vs,
-                                      offs_m, offs_d, 0, pid_m * BLOCK_M, S, qk_scale,
-                                      BLOCK_N, NO_MASK, TMA)  # fmt: skip
+        acc, l_i, m_i = _attend_tiles(
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_src,
+            v_src,
+            stride_ks,
+            stride_vs,
+            offs_m,
+            offs_d,
+            0,
+            pid_m * BLOCK_M,
+            S,
+            qk_scale,
+            BLOCK_N,
+            NO_MASK,
+            TMA,
+        )
         # TODO(causal-stages): Stage 2 covers the diagonal: the key tiles from this query
         # tile's first row to its last, where only pairs with key <= query are visible.
         # (Keys past S need no mask of their own: they lie right of every real query.)
         # BEGIN SOLUTION
-        acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, k_src, v_src, stride_ks, stride_vs,
-                                      offs_m, offs_d, pid_m * BLOCK_M, (pid_m + 1) * BLOCK_M, S,
-                                      qk_scale, BLOCK_N, DIAGONAL, TMA)  # fmt: skip
+        acc, l_i, m_i = _attend_tiles(
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_src,
+            v_src,
+            stride_ks,
+            stride_vs,
+            offs_m,
+            offs_d,
+            pid_m * BLOCK_M,
+            (pid_m + 1) * BLOCK_M,
+            S,
+            qk_scale,
+            BLOCK_N,
+            DIAGONAL,
+            TMA,
+        )
         # END SOLUTION
     else:
         # Whole key tiles without a mask; a last, partial tile masks the columns past S.
         s_full = S - S % BLOCK_N
-        acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, k_src, v_src, stride_ks, stride_vs,
-                                      offs_m, offs_d, 0, s_full, S, qk_scale,
-                                      BLOCK_N, NO_MASK, TMA)  # fmt: skip
-        acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, k_src, v_src, stride_ks, stride_vs,
-                                      offs_m, offs_d, s_full, S, S, qk_scale,
-                                      BLOCK_N, PAST_S, TMA)  # fmt: skip
+        acc, l_i, m_i = _attend_tiles(
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_src,
+            v_src,
+            stride_ks,
+            stride_vs,
+            offs_m,
+            offs_d,
+            0,
+            s_full,
+            S,
+            qk_scale,
+            BLOCK_N,
+            NO_MASK,
+            TMA,
+        )
+        acc, l_i, m_i = _attend_tiles(
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_src,
+            v_src,
+            stride_ks,
+            stride_vs,
+            offs_m,
+            offs_d,
+            s_full,
+            S,
+            S,
+            qk_scale,
+            BLOCK_N,
+            PAST_S,
+            TMA,
+        )
     out = acc / l_i[:, None]
     o_base = out_ptr + b.to(tl.int64) * stride_ob + h * stride_oh
-    tl.store(o_base + offs_m[:, None] * stride_os + offs_d[None, :],
-             out.to(out_ptr.dtype.element_ty), mask=q_mask)  # fmt: skip
+    tl.store(
+        o_base + offs_m[:, None] * stride_os + offs_d[None, :],
+        out.to(out_ptr.dtype.element_ty),
+        mask=q_mask,
+    )
 
 
 def fast_attention(q, k, v, causal=False):

@@ -28,11 +28,14 @@ the interpreter the file only says so.
 import sys
 from pathlib import Path
 
-try:  # The runtime picks GPU or interpreter, and must run before triton is imported.
+try:
     from kata import runtime
 except ModuleNotFoundError:  # run as a script from a checkout of the kata
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from kata import runtime
+
+# The GPU, or Triton's CPU interpreter without one: chosen before any kernel is defined.
+runtime.configure()
 
 import triton
 from triton.experimental import gluon
@@ -61,8 +64,19 @@ FIRST, SECOND = gl.constexpr(0), gl.constexpr(1)  # which consumer: its rows sta
 
 
 @gluon.jit
-def _producer(k_desc, v_desc, k_smem, v_smem, k_full, v_full, k_empty, v_empty, n_hi,
-              BLOCK_N: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+def _producer(
+    k_desc,
+    v_desc,
+    k_smem,
+    v_smem,
+    k_full,
+    v_full,
+    k_empty,
+    v_empty,
+    n_hi,
+    BLOCK_N: gl.constexpr,
+    STAGES: gl.constexpr,
+):
     """Stream the key and value tiles [0, n_hi) through their rings. K and V have separate
     "empty" barriers: a K tile is free once its scores are in registers, while its V tile
     stays in use until the next iteration's P @ V has finished."""
@@ -78,18 +92,31 @@ def _producer(k_desc, v_desc, k_smem, v_smem, k_full, v_full, k_empty, v_empty, 
 
 
 @gluon.jit
-def _scores(q, k_smem, k_full, i, s_layout: gl.constexpr, BLOCK_N: gl.constexpr,
-            STAGES: gl.constexpr):  # fmt: skip
+def _scores(
+    q, k_smem, k_full, i, s_layout: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr
+):
     """Issue q @ k^T for tile i asynchronously; the caller waits for it."""
     mbarrier.wait(k_full.index(i % STAGES), (i // STAGES) & 1)
     zero = gl.zeros([64, BLOCK_N], gl.float32, s_layout)
-    return warpgroup_mma(q, k_smem.index(i % STAGES).permute((1, 0)), zero, use_acc=False,
-                         is_async=True)  # fmt: skip
+    return warpgroup_mma(
+        q, k_smem.index(i % STAGES).permute((1, 0)), zero, use_acc=False, is_async=True
+    )
 
 
 @gluon.jit
-def _softmax(scores, m_i, l_i, n0, mask_from, offs_m, S, qk_scale, s_layout: gl.constexpr,
-             BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
+def _softmax(
+    scores,
+    m_i,
+    l_i,
+    n0,
+    mask_from,
+    offs_m,
+    S,
+    qk_scale,
+    s_layout: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    CAUSAL: gl.constexpr,
+):
     """The online-softmax step of one tile; only tiles reaching mask_from are masked."""
     if n0 + BLOCK_N > mask_from:
         offs_n = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
@@ -106,9 +133,27 @@ def _softmax(scores, m_i, l_i, n0, mask_from, offs_m, S, qk_scale, s_layout: gl.
 
 
 @gluon.jit
-def _consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_full, k_full, v_full, k_empty, v_empty,
-              m0, S, n_hi, sm_scale, WHICH: gl.constexpr, HEAD_DIM: gl.constexpr,
-              CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+def _consumer(
+    q_desc,
+    o_desc,
+    q_smem,
+    k_smem,
+    v_smem,
+    q_full,
+    k_full,
+    v_full,
+    k_empty,
+    v_empty,
+    m0,
+    S,
+    n_hi,
+    sm_scale,
+    WHICH: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
+    CAUSAL: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    STAGES: gl.constexpr,
+):
     """One warpgroup's 64 query rows. Software-pipelined as in FlashAttention-3: the scores
     of tile j are computed while P @ V of tile j - 1 is still on the tensor cores, and the
     softmax of tile j runs while that product finishes."""
@@ -142,26 +187,30 @@ def _consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_full, k_full, v_full, k_
     scores = _scores(q, k_smem, k_full, 0, s_layout, BLOCK_N, STAGES)
     scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))
     mbarrier.arrive(k_empty.index(0), count=1)
-    p, alpha, l_i, m_i = _softmax(scores, m_i, l_i, 0, mask_from, offs_m, S, qk_scale, s_layout,
-                                  BLOCK_N, CAUSAL)  # fmt: skip
+    p, alpha, l_i, m_i = _softmax(
+        scores, m_i, l_i, 0, mask_from, offs_m, S, qk_scale, s_layout, BLOCK_N, CAUSAL
+    )
     for j in range(1, n_tiles):
         prev = (j - 1) % STAGES
         scores = _scores(q, k_smem, k_full, j, s_layout, BLOCK_N, STAGES)
         mbarrier.wait(v_full.index(prev), ((j - 1) // STAGES) & 1)
-        acc = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout), v_smem.index(prev), acc,
-                            is_async=True)  # fmt: skip
+        acc = warpgroup_mma(
+            gl.convert_layout(p.to(dtype), p_layout), v_smem.index(prev), acc, is_async=True
+        )
         # The scores were issued first, so waiting for all but one group waits for them only.
         scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))
         mbarrier.arrive(k_empty.index(j % STAGES), count=1)
-        p, alpha, l_i, m_i = _softmax(scores, m_i, l_i, j * BLOCK_N, mask_from, offs_m, S,
-                                      qk_scale, s_layout, BLOCK_N, CAUSAL)  # fmt: skip
+        p, alpha, l_i, m_i = _softmax(
+            scores, m_i, l_i, j * BLOCK_N, mask_from, offs_m, S, qk_scale, s_layout, BLOCK_N, CAUSAL
+        )
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(v_empty.index(prev), count=1)
         acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
     last = n_tiles - 1
     mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
-    acc = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout), v_smem.index(last % STAGES),
-                        acc, is_async=True)  # fmt: skip
+    acc = warpgroup_mma(
+        gl.convert_layout(p.to(dtype), p_layout), v_smem.index(last % STAGES), acc, is_async=True
+    )
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     mbarrier.arrive(v_empty.index(last % STAGES), count=1)
     out = acc / gl.convert_layout(l_i, o_rows)[:, None]
@@ -176,13 +225,31 @@ def _consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_full, k_full, v_full, k_
 @triton.autotune(configs=CONFIGS, key=["S", "HEAD_DIM", "CAUSAL"])
 @gluon.jit
 def attention_fwd_kernel(
-    q_ptr, k_ptr, v_ptr, out_ptr,
-    stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
-    stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os,
-    H, S, sm_scale,
-    HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    out_ptr,
+    stride_qb,
+    stride_qh,
+    stride_qs,
+    stride_kb,
+    stride_kh,
+    stride_ks,
+    stride_vb,
+    stride_vh,
+    stride_vs,
+    stride_ob,
+    stride_oh,
+    stride_os,
+    H,
+    S,
+    sm_scale,
+    HEAD_DIM: gl.constexpr,
+    CAUSAL: gl.constexpr,
+    BLOCK_M: gl.constexpr,
+    BLOCK_N: gl.constexpr,
     TMA: gl.constexpr = True,
-):  # fmt: skip
+):
     gl.static_assert(BLOCK_M == 2 * 64, "two consumer warpgroups of 64 rows each")
     gl.static_assert(TMA, "07 loads every tile with a TMA copy")
     dtype: gl.constexpr = q_ptr.dtype.element_ty
@@ -197,14 +264,34 @@ def attention_fwd_kernel(
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
     o_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
-    q_desc = tma.make_tensor_descriptor(q_ptr + b.to(gl.int64) * stride_qb + h * stride_qh,
-                                        [S, HEAD_DIM], [stride_qs, 1], [BLOCK_M, HEAD_DIM], q_layout)  # fmt: skip
-    k_desc = tma.make_tensor_descriptor(k_ptr + b.to(gl.int64) * stride_kb + h * stride_kh,
-                                        [S, HEAD_DIM], [stride_ks, 1], [BLOCK_N, HEAD_DIM], kv_layout)  # fmt: skip
-    v_desc = tma.make_tensor_descriptor(v_ptr + b.to(gl.int64) * stride_vb + h * stride_vh,
-                                        [S, HEAD_DIM], [stride_vs, 1], [BLOCK_N, HEAD_DIM], kv_layout)  # fmt: skip
-    o_desc = tma.make_tensor_descriptor(out_ptr + b.to(gl.int64) * stride_ob + h * stride_oh,
-                                        [S, HEAD_DIM], [stride_os, 1], [64, HEAD_DIM], o_layout)  # fmt: skip
+    q_desc = tma.make_tensor_descriptor(
+        q_ptr + b.to(gl.int64) * stride_qb + h * stride_qh,
+        [S, HEAD_DIM],
+        [stride_qs, 1],
+        [BLOCK_M, HEAD_DIM],
+        q_layout,
+    )
+    k_desc = tma.make_tensor_descriptor(
+        k_ptr + b.to(gl.int64) * stride_kb + h * stride_kh,
+        [S, HEAD_DIM],
+        [stride_ks, 1],
+        [BLOCK_N, HEAD_DIM],
+        kv_layout,
+    )
+    v_desc = tma.make_tensor_descriptor(
+        v_ptr + b.to(gl.int64) * stride_vb + h * stride_vh,
+        [S, HEAD_DIM],
+        [stride_vs, 1],
+        [BLOCK_N, HEAD_DIM],
+        kv_layout,
+    )
+    o_desc = tma.make_tensor_descriptor(
+        out_ptr + b.to(gl.int64) * stride_ob + h * stride_oh,
+        [S, HEAD_DIM],
+        [stride_os, 1],
+        [64, HEAD_DIM],
+        o_layout,
+    )
 
     q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
@@ -234,17 +321,74 @@ def attention_fwd_kernel(
     # constexpr entries (BLOCK_N, STAGES, ...), which the layouts need.
     gl.warp_specialize(
         [
-            (_producer, (k_desc, v_desc, k_smem, v_smem, k_full, v_full, k_empty, v_empty, n_hi,
-                         BLOCK_N, STAGES)),
-            (_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_full, k_full, v_full, k_empty,
-                         v_empty, m0, S, n_hi, sm_scale, FIRST, HEAD_DIM, CAUSAL, BLOCK_N, STAGES)),
-            (_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_full, k_full, v_full, k_empty,
-                         v_empty, m0, S, n_hi, sm_scale, SECOND, HEAD_DIM, CAUSAL, BLOCK_N,
-                         STAGES)),
+            (
+                _producer,
+                (
+                    k_desc,
+                    v_desc,
+                    k_smem,
+                    v_smem,
+                    k_full,
+                    v_full,
+                    k_empty,
+                    v_empty,
+                    n_hi,
+                    BLOCK_N,
+                    STAGES,
+                ),
+            ),
+            (
+                _consumer,
+                (
+                    q_desc,
+                    o_desc,
+                    q_smem,
+                    k_smem,
+                    v_smem,
+                    q_full,
+                    k_full,
+                    v_full,
+                    k_empty,
+                    v_empty,
+                    m0,
+                    S,
+                    n_hi,
+                    sm_scale,
+                    FIRST,
+                    HEAD_DIM,
+                    CAUSAL,
+                    BLOCK_N,
+                    STAGES,
+                ),
+            ),
+            (
+                _consumer,
+                (
+                    q_desc,
+                    o_desc,
+                    q_smem,
+                    k_smem,
+                    v_smem,
+                    q_full,
+                    k_full,
+                    v_full,
+                    k_empty,
+                    v_empty,
+                    m0,
+                    S,
+                    n_hi,
+                    sm_scale,
+                    SECOND,
+                    HEAD_DIM,
+                    CAUSAL,
+                    BLOCK_N,
+                    STAGES,
+                ),
+            ),
         ],
         [4, 4],
         [240, 240],
-    )  # fmt: skip
+    )
 
 
 def fa3_attention(q, k, v, causal=False):

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-# kata.runtime picks the GPU or Triton's interpreter; the kernel files import it before triton.
 from kata import catalogue, runtime, skeletons
+
+# The GPU, or Triton's interpreter without one, for every test (kernel files choose the same).
+runtime.configure()
 
 # The untouched skeletons, written once per test session: tests never read the working copy of
 # exercises/, which a student edits (the README's test command passes in a solved checkout).
@@ -34,7 +36,6 @@ def pytest_configure(config) -> None:
 # once, not once per file. Each file sees itself as __main__ with its own path in sys.argv[0].
 _EXAMPLES = """
 import contextlib, io, json, runpy, sys
-from kata import runtime  # first: it sets the environment triton reads
 done = {}
 for path in sys.argv[1:]:
     out = io.StringIO()
@@ -53,12 +54,21 @@ def run_examples(paths: list[Path], **env: str) -> dict[Path, tuple[int, str]]:
     """``{path: (exit status, what it printed)}`` for each kernel file run as a script, in one
     child Python with ``env`` added to its environment."""
     root = str(catalogue.ROOT)
-    child = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-             "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
-             **env}  # fmt: skip
-    proc = subprocess.run([sys.executable, "-c", _EXAMPLES, *map(str, paths)], cwd=root,
-                          env=child, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+    child = {
+        **os.environ,
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+        **env,
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", _EXAMPLES, *map(str, paths)],
+        cwd=root,
+        env=child,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if proc.returncode:
         raise RuntimeError(f"the worked examples did not run: {proc.stderr[-2000:]}")
     done = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -160,11 +160,30 @@ def _guarded_modules() -> list:
     from grader.run import timing
     from kata import catalogue, host, interfaces, oracles, runtime
 
-    guarded = [sys.modules[__name__], errors, timing, catalogue, host, interfaces, oracles,
-               runtime, triton, triton.language, jit, jit.JITFunction, autotuner,
-               autotuner.Autotuner, autotuner.Heuristics, interpreter,
-               interpreter.InterpretedFunction, interpreter.GridExecutor, torch, torch.Tensor,
-               np, np.lib.npyio]  # fmt: skip
+    guarded = [
+        sys.modules[__name__],
+        errors,
+        timing,
+        catalogue,
+        host,
+        interfaces,
+        oracles,
+        runtime,
+        triton,
+        triton.language,
+        jit,
+        jit.JITFunction,
+        autotuner,
+        autotuner.Autotuner,
+        autotuner.Heuristics,
+        interpreter,
+        interpreter.InterpretedFunction,
+        interpreter.GridExecutor,
+        torch,
+        torch.Tensor,
+        np,
+        np.lib.npyio,
+    ]
     with contextlib.suppress(ImportError):
         import triton.compiler
 
@@ -185,8 +204,9 @@ def fingerprint(objects: list) -> dict[tuple[str, str], int]:
 def changed(before: dict, after: dict) -> list[str]:
     """The attributes replaced or removed since ``before``. Added ones are not counted: Triton
     imports its submodules as it needs them, and nothing reads an attribute it never had."""
-    return sorted(f"{owner}.{name}" for (owner, name), v in before.items()
-                  if after.get((owner, name)) != v)  # fmt: skip
+    return sorted(
+        f"{owner}.{name}" for (owner, name), v in before.items() if after.get((owner, name)) != v
+    )
 
 
 # ---- the kernel and its configurations ------------------------------------------------------
@@ -203,15 +223,22 @@ def kernel_problem(module, exercise, interpreted: bool) -> str | None:
     layer = fn
     while not inspect.isfunction(layer) or layer is fn:
         if type(layer) not in types:
-            kind = "a plain Python function" if layer is fn and inspect.isfunction(fn) else (
-                f"a {type(layer).__name__} object")  # fmt: skip
-            return (f"`{name}` is {kind}, not a Triton kernel: the grader launches it as "
-                    "Triton code, so decorate it with @triton.jit")  # fmt: skip
+            kind = (
+                "a plain Python function"
+                if layer is fn and inspect.isfunction(fn)
+                else (f"a {type(layer).__name__} object")
+            )
+            return (
+                f"`{name}` is {kind}, not a Triton kernel: the grader launches it as "
+                "Triton code, so decorate it with @triton.jit"
+            )
         if {"run", "__getitem__"} & set(vars(layer)):
             return f"`{name}` replaces Triton's launch with its own: not a Triton kernel"
         if type(layer) in gluon and interpreted:
-            return (f"`{name}` is a Gluon kernel: Gluon runs only compiled, and Triton's "
-                    "interpreter cannot run it; grade it on a GPU")  # fmt: skip
+            return (
+                f"`{name}` is a Gluon kernel: Gluon runs only compiled, and Triton's "
+                "interpreter cannot run it; grade it on a GPU"
+            )
         layer = layer.fn
     params = tuple(inspect.signature(layer).parameters)
     if params != exercise.params:
@@ -223,8 +250,10 @@ def kernel_problem(module, exercise, interpreted: bool) -> str | None:
 
 
 def tampered(touched: list[str]) -> str:
-    return (f"the file changed {', '.join(touched[:5])}: a submission may not change the "
-            "grader, Triton, torch or numpy, with which its kernel is launched and read back")  # fmt: skip
+    return (
+        f"the file changed {', '.join(touched[:5])}: a submission may not change the "
+        "grader, Triton, torch or numpy, with which its kernel is launched and read back"
+    )
 
 
 def _layers(kernel) -> tuple[object | None, list, object]:
@@ -339,8 +368,13 @@ def _compile_one(inner, args: tuple, kwargs: dict, target, full: bool) -> None:
     backend.load_dialects(context)
     stages: dict = {}
     backend.add_stages(stages, options, src.language)
-    module = src.make_ir(target, options, backend.get_codegen_implementation(options),
-                         backend.get_module_map(), context)  # fmt: skip
+    module = src.make_ir(
+        target,
+        options,
+        backend.get_codegen_implementation(options),
+        backend.get_module_map(),
+        context,
+    )
     metadata = {"hash": key, "target": target, **options.__dict__, **env}
     for ext in ("ttir", "ttgir"):
         module = stages[ext](module, metadata)
@@ -447,8 +481,9 @@ def warm_up(kernel, interface, torch, cases, configs: dict) -> None:
                         launch[key] = named[key] = rule(named)
                 if config is None and _layers(kernel)[0] is not None:
                     continue  # the kernel's own autotuner picks: it compiles what it tries
-                key = _signature_key(args, launch) + (tuple(getattr(a, "stride", lambda: ())()
-                                                            for a in args),)  # fmt: skip
+                key = _signature_key(args, launch) + (
+                    tuple(getattr(a, "stride", lambda: ())() for a in args),
+                )
                 if key not in seen:
                     seen.add(key)
                     launches.append((args, launch))
@@ -490,8 +525,9 @@ def _runs(case, configs: dict, interpreter: bool) -> list[dict | None]:
 
 def compile_only(fd: int, job: dict) -> int:
     """``--compile``: import the file for the compiler and compile every launch of the cases."""
-    from kata import runtime  # first: it sets the environment triton reads
+    from kata import runtime
 
+    runtime.configure()  # KATA_DEVICE=compiler, from the runner
     import torch
 
     from grader.judge import errors
@@ -525,8 +561,9 @@ def compile_only(fd: int, job: dict) -> int:
 
 
 def main(fd: int, job: dict) -> int:
-    from kata import runtime  # first: it sets the environment triton reads
+    from kata import runtime
 
+    runtime.configure()  # KATA_DEVICE, from the runner
     # Everything the grader launches with is imported and bound before the submission loads.
     import torch
 
@@ -577,8 +614,15 @@ def main(fd: int, job: dict) -> int:
             for config in _runs(case, configs, runtime.INTERPRETER):
                 label = config_label(config)
                 if (case.name, label) in refused:  # the GPU's compiler refused it: not run
-                    send(fd, "case-error", name=case.name, config=label, fatal=False,
-                         message=refused[(case.name, label)], trace="")  # fmt: skip
+                    send(
+                        fd,
+                        "case-error",
+                        name=case.name,
+                        config=label,
+                        fatal=False,
+                        message=refused[(case.name, label)],
+                        trace="",
+                    )
                     continue
                 before_launches = watch.launches
                 try:
@@ -593,8 +637,15 @@ def main(fd: int, job: dict) -> int:
                 except BaseException as exc:
                     message = errors.explain(exc, file)
                     fatal = runtime.DEVICE == "cuda" and "CUDA" in f"{type(exc).__name__} {exc}"
-                    send(fd, "case-error", name=case.name, config=label, fatal=fatal,
-                         message=message, trace=traceback.format_exc()[-4000:])  # fmt: skip
+                    send(
+                        fd,
+                        "case-error",
+                        name=case.name,
+                        config=label,
+                        fatal=fatal,
+                        message=message,
+                        trace=traceback.format_exc()[-4000:],
+                    )
                     # A CUDA error poisons the context: every later launch would fail the same way.
                     if fatal:
                         break

@@ -78,8 +78,10 @@ def judge(
     if expect.breaks:
         for c in paid:
             if c.todo != expect.breaks and c.status not in ("passed", "blocked"):
-                problems.append(f"check {c.id} of TODO {c.todo} is {c.status}: only TODO "
-                                f"{expect.breaks} is wrong here")  # fmt: skip
+                problems.append(
+                    f"check {c.id} of TODO {c.todo} is {c.status}: only TODO "
+                    f"{expect.breaks} is wrong here"
+                )
     if result.integrity is not None and expect.integrity is not None:
         flagged = not result.integrity["ok"]
         if flagged != expect.integrity:
@@ -123,16 +125,31 @@ def _baseline_rows(ex: Exercise, solutions: Path) -> list[Row]:
     for checkset in specs.CHECKSETS:
         spec = specs.load(ex.stem, checkset)
         tag = "" if checkset == "hidden" else " [public]"
-        rows.append(Row(f"solutions{tag}", ex, Expect(score="full", integrity=None),
-                        checkset=checkset, folder=solutions, any_notes=True))  # fmt: skip
-        rows.append(Row(f"skeleton{tag}", ex, Expect(score="zero", traps=spec.skeleton_traps,
-                                                       integrity=False),
-                        checkset=checkset, source=skeleton))  # fmt: skip
+        rows.append(
+            Row(
+                f"solutions{tag}",
+                ex,
+                Expect(score="full", integrity=None),
+                checkset=checkset,
+                folder=solutions,
+                any_notes=True,
+            )
+        )
+        rows.append(
+            Row(
+                f"skeleton{tag}",
+                ex,
+                Expect(score="zero", traps=spec.skeleton_traps, integrity=False),
+                checkset=checkset,
+                source=skeleton,
+            )
+        )
     return rows
 
 
-def build_rows(names: list[str] | None, backend: str, solutions: Path = SOLUTIONS,
-               baseline: bool = True) -> list[Row]:  # fmt: skip
+def build_rows(
+    names: list[str] | None, backend: str, solutions: Path = SOLUTIONS, baseline: bool = True
+) -> list[Row]:
     """Rows for the variants named (by name, or an exercise number/stem; default: all), with
     the baseline rows of every exercise they belong to."""
     pairs = gallery.all_variants()
@@ -176,8 +193,15 @@ def grade_row(row: Row, scratch: Path, backend: str, timeout: float | None) -> R
         (target / row.exercise.filename).write_text(row.source)
     try:
         # Verdicts are what validation judges: the performance track is not timed here.
-        row.result = runner.grade_exercise(row.exercise, target, backend, here / "reports",
-                                           timeout=timeout, checkset=row.checkset, timed=False)  # fmt: skip
+        row.result = runner.grade_exercise(
+            row.exercise,
+            target,
+            backend,
+            here / "reports",
+            timeout=timeout,
+            checkset=row.checkset,
+            timed=False,
+        )
     except Exception as exc:  # the grader itself broke: a miss, with the reason
         row.problems.append(f"the grader raised {type(exc).__name__}: {exc}")
         return row
@@ -185,8 +209,9 @@ def grade_row(row: Row, scratch: Path, backend: str, timeout: float | None) -> R
     return row
 
 
-def grade_rows(rows: list[Row], backend: str, jobs: int, timeout: float | None = None,
-               on_done=None) -> list[Row]:  # fmt: skip
+def grade_rows(
+    rows: list[Row], backend: str, jobs: int, timeout: float | None = None, on_done=None
+) -> list[Row]:
     """Grade rows concurrently (each grade spawns its own processes); keeps the rows' order."""
     scratch = Path(tempfile.mkdtemp(prefix="kata-validate-"))
     try:
@@ -239,18 +264,37 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m grader.validate", description=__doc__.split("\n")[0]
     )
-    p.add_argument("names", nargs="*", metavar="NAME",
-                   help="variants (or exercise numbers) to grade; default: all")  # fmt: skip
+    p.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="variants (or exercise numbers) to grade; default: all",
+    )
     p.add_argument("--static", action="store_true", help="only the static checks; grade nothing")
-    p.add_argument("--solutions", type=Path, default=SOLUTIONS,
-                   help="the solutions that must get full marks (default: solutions/)")  # fmt: skip
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                   help="files graded at once (default: the number of CPUs)")  # fmt: skip
-    p.add_argument("--device", choices=("auto", "cuda", "interpreter"), default="auto",
-                   help="where kernels run (default: auto, CUDA when torch sees a GPU)")  # fmt: skip
+    p.add_argument(
+        "--solutions",
+        type=Path,
+        default=SOLUTIONS,
+        help="the solutions that must get full marks (default: solutions/)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="files graded at once (default: the number of CPUs)",
+    )
+    p.add_argument(
+        "--device",
+        choices=("auto", "cuda", "interpreter"),
+        default="auto",
+        help="where kernels run (default: auto, CUDA when torch sees a GPU)",
+    )
     p.add_argument("--timeout", type=float, help="seconds per exercise for a submission")
-    p.add_argument("--no-baseline", action="store_true",
-                   help="grade only the variants, not the solutions and the skeletons")  # fmt: skip
+    p.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="grade only the variants, not the solutions and the skeletons",
+    )
     p.add_argument("--list", action="store_true", help="list the galleries and exit")
     p.add_argument("-v", "--verbose", action="store_true", help="print what each variant is")
     args = p.parse_args(argv)
@@ -270,9 +314,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.static:
         print(f"static checks: {'OK' if not problems else f'{len(problems)} problem(s)'}")
         return 1 if problems else 0
-    os.environ["KATA_DEVICE"] = args.device
+    from kata import runtime
+
     try:
-        from kata import runtime
+        runtime.configure(args.device)
     except Exception as exc:
         print(f"validate: cannot choose a backend: {exc}", file=sys.stderr)
         return 2
@@ -281,18 +326,27 @@ def main(argv: list[str] | None = None) -> int:
     except KeyError as exc:
         print(f"validate: {exc.args[0]}", file=sys.stderr)
         return 2
-    print(f"Validating the grader on {runtime.describe()}: {len(rows)} files, {args.jobs} at a "
-          f"time; solutions from {args.solutions}")  # fmt: skip
+    print(
+        f"Validating the grader on {runtime.describe()}: {len(rows)} files, {args.jobs} at a "
+        f"time; solutions from {args.solutions}"
+    )
     print(header(), flush=True)
     start = time.monotonic()
-    grade_rows(rows, runtime.BACKEND, args.jobs, args.timeout,
-               on_done=lambda row: print(format_row(row, args.verbose), flush=True))  # fmt: skip
+    grade_rows(
+        rows,
+        runtime.BACKEND,
+        args.jobs,
+        args.timeout,
+        on_done=lambda row: print(format_row(row, args.verbose), flush=True),
+    )
     elapsed = time.monotonic() - start
     misses = [row for row in rows if not row.ok]
     print("-" * WIDTH)
     verdict = "grader validated" if not misses and not problems else "GRADER NOT VALIDATED"
-    print(f"{verdict}: {len(rows) - len(misses)}/{len(rows)} rows OK, "
-          f"{len(problems)} static problem(s), {elapsed:.1f} s")  # fmt: skip
+    print(
+        f"{verdict}: {len(rows) - len(misses)}/{len(rows)} rows OK, "
+        f"{len(problems)} static problem(s), {elapsed:.1f} s"
+    )
     return 1 if misses or problems else 0
 
 

@@ -42,10 +42,21 @@ from kata.catalogue import ALL_EXERCISES, ROOT, find
 
 EQUIVALENTS = ROOT / "grader" / "specs" / "equivalent-mutants.toml"
 SUMMARY = ROOT / "docs" / "mutants.md"
-SWAPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
-         ast.NotEq: ast.Eq}  # fmt: skip
-ARITH = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult,
-         ast.FloorDiv: ast.Div}  # fmt: skip
+SWAPS = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+}
+ARITH = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Div,
+    ast.Div: ast.Mult,
+    ast.FloorDiv: ast.Div,
+}
 NON_COMMUTATIVE = (ast.Sub, ast.Div, ast.FloorDiv, ast.Mod)
 
 
@@ -72,8 +83,9 @@ def _code(node: ast.AST) -> str:
 
 def _blocks(node: ast.AST) -> list[str]:
     """The block-size names an expression uses (BLOCK_M, BLOCK_N, ...)."""
-    return sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name)
-                   and n.id.startswith("BLOCK_")})  # fmt: skip
+    return sorted(
+        {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id.startswith("BLOCK_")}
+    )
 
 
 def _edits(tree: ast.Module):
@@ -143,9 +155,19 @@ def _edits(tree: ast.Module):
 
 
 def _op(cls) -> str:
-    return {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
-            ast.NotEq: "!=", ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/",
-            ast.FloorDiv: "//"}[cls]  # fmt: skip
+    return {
+        ast.Lt: "<",
+        ast.LtE: "<=",
+        ast.Gt: ">",
+        ast.GtE: ">=",
+        ast.Eq: "==",
+        ast.NotEq: "!=",
+        ast.Add: "+",
+        ast.Sub: "-",
+        ast.Mult: "*",
+        ast.Div: "/",
+        ast.FloorDiv: "//",
+    }[cls]
 
 
 def _regions(code: str | tuple[str, ...]) -> tuple[str, ...]:
@@ -225,8 +247,9 @@ class Outcome:
     why: str = ""
 
 
-def run(stems: list[str], backend: str, jobs: int, timeout: float | None,
-        on_done=None) -> list[Outcome]:  # fmt: skip
+def run(
+    stems: list[str], backend: str, jobs: int, timeout: float | None, on_done=None
+) -> list[Outcome]:
     from grader.validate import cli as validate
 
     known = equivalents()
@@ -235,8 +258,9 @@ def run(stems: list[str], backend: str, jobs: int, timeout: float | None,
         spec = specs.load(stem, "hidden")
         sk = skeletons.pristine(stem)
         for m in mutants_of(spec):
-            row = validate.Row(m.label, spec.exercise, Expect(score="less", integrity=None),
-                               why=m.change)  # fmt: skip
+            row = validate.Row(
+                m.label, spec.exercise, Expect(score="less", integrity=None), why=m.change
+            )
             try:
                 row.source = gallery.fill(sk, {**spec.reference, **_fills(m)}, m.label)
             except gallery.GalleryError as exc:
@@ -274,24 +298,33 @@ def _outcome(m: Mutant, row, known: dict) -> Outcome:
 def summary(outcomes: list[Outcome]) -> dict[str, dict[str, int]]:
     table: dict[str, dict[str, int]] = {}
     for o in outcomes:
-        row = table.setdefault(o.mutant.stem, {"mutants": 0, "killed": 0, "equivalent": 0,
-                                               "survived": 0, "broken": 0})  # fmt: skip
+        row = table.setdefault(
+            o.mutant.stem, {"mutants": 0, "killed": 0, "equivalent": 0, "survived": 0, "broken": 0}
+        )
         row["mutants"] += 1
         row[o.verdict] += 1
     return table
 
 
 def markdown(table: dict, backend: str, device: str, seconds: float, jobs: int) -> str:
-    lines = [f"Backend `{backend}` ({device}), {jobs} at a time, {seconds:.0f} s.", "",
-             "| exercise | mutants | killed | equivalent | survived |", "|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"Backend `{backend}` ({device}), {jobs} at a time, {seconds:.0f} s.",
+        "",
+        "| exercise | mutants | killed | equivalent | survived |",
+        "|---|---|---|---|---|",
+    ]
     total = dict.fromkeys(("mutants", "killed", "equivalent", "survived"), 0)
     for stem, row in table.items():
-        lines.append(f"| {stem} | {row['mutants']} | {row['killed']} | {row['equivalent']} | "
-                     f"{row['survived'] + row['broken']} |")  # fmt: skip
+        lines.append(
+            f"| {stem} | {row['mutants']} | {row['killed']} | {row['equivalent']} | "
+            f"{row['survived'] + row['broken']} |"
+        )
         for key in total:
             total[key] += row[key] + (row["broken"] if key == "survived" else 0)
-    lines.append(f"| all | {total['mutants']} | {total['killed']} | {total['equivalent']} | "
-                 f"{total['survived']} |")  # fmt: skip
+    lines.append(
+        f"| all | {total['mutants']} | {total['killed']} | {total['equivalent']} | "
+        f"{total['survived']} |"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -301,22 +334,24 @@ def write_summary(text: str, backend: str, path: Path = SUMMARY) -> None:
     page = path.read_text() if path.is_file() else ""
     block = f"{begin}\n{text}{end}"
     if begin in page and end in page:
-        page = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: block, page,
-                      flags=re.S)  # fmt: skip
+        page = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: block, page, flags=re.S)
     else:
         page = page.rstrip("\n") + f"\n\n{block}\n"
     path.write_text(page)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m grader.validate.mutants", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m grader.validate.mutants", description=__doc__.split("\n")[0]
+    )
     p.add_argument("exercises", nargs="*", metavar="EXERCISE", help="default: every exercise")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="mutants graded at once")
     p.add_argument("--device", choices=("auto", "cuda", "interpreter"), default="auto")
     p.add_argument("--timeout", type=float, help="seconds per mutant")
     p.add_argument("--list", action="store_true", help="list the mutants and exit")
-    p.add_argument("--summary", action="store_true",
-                   help="rewrite this backend's table in docs/mutants.md")  # fmt: skip
+    p.add_argument(
+        "--summary", action="store_true", help="rewrite this backend's table in docs/mutants.md"
+    )
     args = p.parse_args(argv)
     try:
         stems = [find(n).stem for n in args.exercises] or [ex.stem for ex in ALL_EXERCISES]
@@ -328,20 +363,26 @@ def main(argv: list[str] | None = None) -> int:
             for m in mutants_of(specs.load(stem, "hidden")):
                 print(f"{m.label:<26} {m.operator:<8} {m.change}")
         return 0
-    os.environ["KATA_DEVICE"] = args.device
     from grader.run import process
     from kata import runtime
 
+    runtime.configure(args.device)
     process.contain()
     count = sum(len(mutants_of(specs.load(s, "hidden"))) for s in stems)
-    print(f"Mutating the TODO regions of {len(stems)} exercise(s): {count} mutants, graded on "
-          f"{runtime.describe()}, {args.jobs} at a time", flush=True)  # fmt: skip
+    print(
+        f"Mutating the TODO regions of {len(stems)} exercise(s): {count} mutants, graded on "
+        f"{runtime.describe()}, {args.jobs} at a time",
+        flush=True,
+    )
     start = time.monotonic()
 
     def show(o: Outcome) -> None:
         if o.verdict != "killed":
-            print(f"  {o.verdict.upper():<10} {o.mutant.label:<26} {o.score:>6}  {o.mutant.change}"
-                  + (f"  ({o.why})" if o.why else ""), flush=True)  # fmt: skip
+            print(
+                f"  {o.verdict.upper():<10} {o.mutant.label:<26} {o.score:>6}  {o.mutant.change}"
+                + (f"  ({o.why})" if o.why else ""),
+                flush=True,
+            )
 
     outcomes = run(stems, runtime.BACKEND, args.jobs, args.timeout, on_done=show)
     process.reap(spare=False)
@@ -352,8 +393,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.summary:
         write_summary(text, runtime.BACKEND)
     bad = [o for o in outcomes if o.verdict in ("survived", "broken")]
-    print(f"{'mutants: all killed or equivalent' if not bad else f'{len(bad)} SURVIVED'} "
-          f"({seconds:.0f} s)")  # fmt: skip
+    print(
+        f"{'mutants: all killed or equivalent' if not bad else f'{len(bad)} SURVIVED'} "
+        f"({seconds:.0f} s)"
+    )
     return 1 if bad else 0
 
 

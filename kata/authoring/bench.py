@@ -22,9 +22,10 @@ import sys
 import time
 from pathlib import Path
 
-from kata import catalogue, runtime  # first: it sets the environment triton reads
 import torch
 from triton.testing import do_bench
+
+from kata import catalogue, runtime
 
 ROUNDS = 5
 DRY = False  # --dry-run: tiny shapes in the interpreter, to test this script (times meaningless)
@@ -66,8 +67,12 @@ def gpu_state() -> dict:
     """The GPU's name, clocks, power and temperature as nvidia-smi reports them now."""
     fields = "name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu"
     try:
-        line = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=30).stdout.strip()  # fmt: skip
+        line = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.strip()
         return dict(zip(fields.split(","), (x.strip() for x in line.split(","))))
     except (OSError, subprocess.SubprocessError) as e:
         return {"error": repr(e)}
@@ -85,8 +90,11 @@ def copy_bandwidth() -> dict:
 def _sdpa_backends() -> dict:
     from torch.nn.attention import SDPBackend
 
-    return {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
-            "efficient": SDPBackend.EFFICIENT_ATTENTION}  # fmt: skip
+    return {
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    }
 
 
 def _sdpa_default_kernel(q, k, v, causal) -> str:
@@ -110,9 +118,14 @@ def attention_rows(quick: bool) -> list[dict]:
         fa3 = _load("07").fa3_attention
     sdpa = torch.nn.functional.scaled_dot_product_attention
     rows = []
-    cases = [(dt, D, causal, S) for dt in ("bfloat16", "float16") for D in (64, 128)
-             for causal in (False, True) for S in ((1024, 4096) if quick else (1024, 4096, 16384))
-             if dt == "bfloat16" or S >= 4096]  # fmt: skip
+    cases = [
+        (dt, D, causal, S)
+        for dt in ("bfloat16", "float16")
+        for D in (64, 128)
+        for causal in (False, True)
+        for S in ((1024, 4096) if quick else (1024, 4096, 16384))
+        if dt == "bfloat16" or S >= 4096
+    ]
     if DRY:
         cases = [("float16", 64, c, 128) for c in (False, True)]
     for dt, D, causal, S in cases:
@@ -165,10 +178,13 @@ def attention_rows(quick: bool) -> list[dict]:
                 if f"{name}_ms" in row:
                     row[f"{name}_vs_{base}"] = row[f"{base}_ms"] / row[f"{name}_ms"]
         rows.append(row)
-        print(f"attention {dt:<8} D={D:<3} S={S:<5} causal={causal!s:<5} 04 {row['fast_tflops']:5.0f} TFLOP/s"
-              + (f"  07 {row['fa3_tflops']:5.0f}" if "fa3_tflops" in row else "")
-              + "".join(f"  {b} {row[b + '_tflops']:4.0f}" for b in fns if b.startswith("sdpa"))
-              + (f"  04/sdpa x{row['fast_vs_sdpa']:.2f}" if "fast_vs_sdpa" in row else ""), flush=True)  # fmt: skip
+        print(
+            f"attention {dt:<8} D={D:<3} S={S:<5} causal={causal!s:<5} 04 {row['fast_tflops']:5.0f} TFLOP/s"
+            + (f"  07 {row['fa3_tflops']:5.0f}" if "fa3_tflops" in row else "")
+            + "".join(f"  {b} {row[b + '_tflops']:4.0f}" for b in fns if b.startswith("sdpa"))
+            + (f"  04/sdpa x{row['fast_vs_sdpa']:.2f}" if "fast_vs_sdpa" in row else ""),
+            flush=True,
+        )
         del q, k, v
     # The chapter's one-head fp32 kernel, for scale (one head of S = 4096, D = 64).
     if not DRY:
@@ -177,8 +193,16 @@ def attention_rows(quick: bool) -> list[dict]:
         t = _time({"chapter": lambda: chapter(q, k, v, BLOCK_M=64, BLOCK_N=64)}, rounds=3)[
             "chapter"
         ]
-        rows.append({"kernel": "01 chapter kernel, one head fp32", "S": 4096, "D": 64, "ms": t["ms"],
-                     "spread": t["spread"], "tflops": 4 * 4096 * 4096 * 64 / t["ms"] / 1e9})  # fmt: skip
+        rows.append(
+            {
+                "kernel": "01 chapter kernel, one head fp32",
+                "S": 4096,
+                "D": 64,
+                "ms": t["ms"],
+                "spread": t["spread"],
+                "tflops": 4 * 4096 * 4096 * 64 / t["ms"] / 1e9,
+            }
+        )
     return rows
 
 
@@ -208,9 +232,14 @@ def gating_rows(quick: bool, copy_tbps: float) -> list[dict]:
             w0, w1, i0, i1 = fast(x)
             top = torch.topk(x.double(), 2, dim=-1).values
             row["top2_values_agree"] = float(
-                ((x.gather(1, i0.long()[:, None])[:, 0].double() == top[:, 0])
-                 & (x.gather(1, i1.long()[:, None])[:, 0].double() == top[:, 1]) & (i0 != i1)).float().mean()
-            )  # fmt: skip
+                (
+                    (x.gather(1, i0.long()[:, None])[:, 0].double() == top[:, 0])
+                    & (x.gather(1, i1.long()[:, None])[:, 0].double() == top[:, 1])
+                    & (i0 != i1)
+                )
+                .float()
+                .mean()
+            )
             w1_ref = torch.exp(top[:, 1] - top[:, 0]) / (1 + torch.exp(top[:, 1] - top[:, 0]))
             row["max_weight_err_vs_fp64"] = float(
                 torch.maximum(
@@ -221,17 +250,25 @@ def gating_rows(quick: bool, copy_tbps: float) -> list[dict]:
             row["indices_agree_with_torch"] = float(
                 ((i0.long() == ti[:, 0]) & (i1.long() == ti[:, 1])).float().mean()
             )
-            for name, t in _time({"fast": lambda: fast(x), "chapter": lambda: chapter(x),
-                                  "torch": lambda: torch_gating(x)}).items():  # fmt: skip
+            for name, t in _time(
+                {
+                    "fast": lambda: fast(x),
+                    "chapter": lambda: chapter(x),
+                    "torch": lambda: torch_gating(x),
+                }
+            ).items():
                 row[f"{name}_ms"], row[f"{name}_spread"] = t["ms"], t["spread"]
                 row[f"{name}_tbps"] = moved / t["ms"] / 1e9
             row["fast_pct_of_copy"] = 100 * row["fast_tbps"] / copy_tbps
             row["speedup_vs_torch"] = row["torch_ms"] / row["fast_ms"]
             row["speedup_vs_chapter"] = row["chapter_ms"] / row["fast_ms"]
             rows.append(row)
-            print(f"gating M=1M E={E:<3} {row['dtype']:<8} 05 {row['fast_ms'] * 1e3:6.1f} us "
-                  f"({row['fast_tbps']:.2f} TB/s, {row['fast_pct_of_copy']:.0f}% of copy)  "
-                  f"chapter {row['chapter_ms']:.3f} ms  torch {row['torch_ms']:.3f} ms", flush=True)  # fmt: skip
+            print(
+                f"gating M=1M E={E:<3} {row['dtype']:<8} 05 {row['fast_ms'] * 1e3:6.1f} us "
+                f"({row['fast_tbps']:.2f} TB/s, {row['fast_pct_of_copy']:.0f}% of copy)  "
+                f"chapter {row['chapter_ms']:.3f} ms  torch {row['torch_ms']:.3f} ms",
+                flush=True,
+            )
             del top, w1_ref, tw, ti
     return rows
 
@@ -244,9 +281,22 @@ def grader_speed() -> dict:
     found = {}
     for label in ("cold", "warm"):
         start = time.monotonic()
-        subprocess.run([sys.executable, "-m", "grader", "--target", str(catalogue.SOLUTIONS),
-                        "--report", "/tmp/bench-grade.json", "--quiet"], cwd=catalogue.ROOT,
-                       env=env, check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "grader",
+                "--target",
+                str(catalogue.SOLUTIONS),
+                "--report",
+                "/tmp/bench-grade.json",
+                "--quiet",
+            ],
+            cwd=catalogue.ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         found[f"{label}_s"] = round(time.monotonic() - start, 2)
     return found
 
@@ -260,28 +310,56 @@ def plot(data: dict, path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     for a, D in zip(axes[:2], (64, 128)):
         for causal, style in ((False, "-"), (True, "--")):
-            pts = [r for r in data["attention"] if r.get("D") == D and r.get("causal") == causal
-                   and r.get("dtype") == "bfloat16" and "fast_ms" in r]  # fmt: skip
+            pts = [
+                r
+                for r in data["attention"]
+                if r.get("D") == D
+                and r.get("causal") == causal
+                and r.get("dtype") == "bfloat16"
+                and "fast_ms" in r
+            ]
             S = [r["S"] for r in pts]
             tag = " causal" if causal else ""
-            for key, mark, label in (("fast", "o", "04"), ("fa3", "s", "07 (Gluon)"),
-                                     ("sdpa", "x", "SDPA default"), ("sdpa_cudnn", "+", "SDPA cuDNN"),
-                                     ("sdpa_flash", "v", "SDPA flash")):  # fmt: skip
+            for key, mark, label in (
+                ("fast", "o", "04"),
+                ("fa3", "s", "07 (Gluon)"),
+                ("sdpa", "x", "SDPA default"),
+                ("sdpa_cudnn", "+", "SDPA cuDNN"),
+                ("sdpa_flash", "v", "SDPA flash"),
+            ):
                 if pts and f"{key}_tflops" in pts[0]:
-                    a.plot(S, [r[f"{key}_tflops"] for r in pts], mark + style, label=label + tag,
-                           alpha=1.0 if key in ("fast", "fa3") else 0.55)  # fmt: skip
-        a.set(xscale="log", xlabel="sequence length S (B*S = 16k)", ylabel="TFLOP/s",
-              title=f"Attention, bf16, D = {D}")  # fmt: skip
+                    a.plot(
+                        S,
+                        [r[f"{key}_tflops"] for r in pts],
+                        mark + style,
+                        label=label + tag,
+                        alpha=1.0 if key in ("fast", "fa3") else 0.55,
+                    )
+        a.set(
+            xscale="log",
+            xlabel="sequence length S (B*S = 16k)",
+            ylabel="TFLOP/s",
+            title=f"Attention, bf16, D = {D}",
+        )
         a.legend(fontsize=6, ncol=2)
     g = axes[2]
     gat = data["gating"]
     labels = [f"{r['E']}\n{'fp32' if r['dtype'] == 'float32' else 'bf16'}" for r in gat]
     for i, key in enumerate(("fast", "chapter", "torch")):
-        g.bar([x + i * 0.27 for x in range(len(gat))], [r[f"{key}_tbps"] for r in gat], 0.27,
-              label={"fast": "05", "chapter": "03 (chapter)", "torch": "torch"}[key])  # fmt: skip
+        g.bar(
+            [x + i * 0.27 for x in range(len(gat))],
+            [r[f"{key}_tbps"] for r in gat],
+            0.27,
+            label={"fast": "05", "chapter": "03 (chapter)", "torch": "torch"}[key],
+        )
     g.axhline(data["copy"]["tbps"], color="k", ls="--", lw=1, label="copy bandwidth")
-    g.set(xticks=range(len(gat)), xticklabels=labels, xlabel="experts E (M = 1M tokens)",
-          ylabel="TB/s", title="Top-2 gating")  # fmt: skip
+    g.set(
+        xticks=range(len(gat)),
+        xticklabels=labels,
+        xlabel="experts E (M = 1M tokens)",
+        ylabel="TB/s",
+        title="Top-2 gating",
+    )
     g.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -296,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(catalogue.ROOT / "reports"), help="folder for the results")
     args = p.parse_args(argv)
     DRY = args.dry_run
+    runtime.configure()
     if runtime.INTERPRETER and not DRY:
         print("bench: needs a CUDA GPU (the interpreter's timings mean nothing)", file=sys.stderr)
         return 2
@@ -303,14 +382,18 @@ def main(argv: list[str] | None = None) -> int:
 
     data = {
         "gpu": "interpreter" if DRY else torch.cuda.get_device_name(),
-        "versions": runtime.versions(), "platform": platform.platform(),
+        "versions": runtime.versions(),
+        "platform": platform.platform(),
         "method": f"median of {ROUNDS} rounds of do_bench(warmup=10, rep=50, median), L2 flushed; "
-                  "spread = (max - min) / median over the rounds",
+        "spread = (max - min) / median over the rounds",
         "gpu_state_before": {} if DRY else gpu_state(),
-    }  # fmt: skip
+    }
     data["copy"] = copy_bandwidth()
-    print(f"{data['gpu']}: copy bandwidth {data['copy']['tbps']:.2f} TB/s; {data['versions']}; "
-          f"{data['gpu_state_before']}", flush=True)  # fmt: skip
+    print(
+        f"{data['gpu']}: copy bandwidth {data['copy']['tbps']:.2f} TB/s; {data['versions']}; "
+        f"{data['gpu_state_before']}",
+        flush=True,
+    )
     data["gating"] = gating_rows(args.quick, data["copy"]["tbps"])
     data["attention"] = attention_rows(args.quick)
     data["gpu_state_after"] = {} if DRY else gpu_state()

@@ -51,8 +51,14 @@ def causal_tiles(M: int = 40, N: int = 56, block_m: int = 16, block_n: int = 16)
     ax.scatter(cols + 0.5, rows + 0.5, s=2, c="#08306b", label="pair the kernel lets through")
     for kind, colour in colours.items():
         ax.add_patch(plt.Rectangle((0, 0), 0, 0, color=colour, label=f"{kind} tile"))
-    ax.set(xlim=(0, N), ylim=(M, 0), xlabel="key index", ylabel="query index", aspect="equal",
-           title=f"Causal tiles, M={M}, N={N}, {block_m}x{block_n} blocks (top-left aligned)")  # fmt: skip
+    ax.set(
+        xlim=(0, N),
+        ylim=(M, 0),
+        xlabel="key index",
+        ylabel="query index",
+        aspect="equal",
+        title=f"Causal tiles, M={M}, N={N}, {block_m}x{block_n} blocks (top-left aligned)",
+    )
     ax.legend(loc="lower left", fontsize=8, framealpha=0.9)
     return _save(fig, "causal_tiles.png")
 
@@ -72,8 +78,13 @@ def raw_top2_sums() -> Path:
     ax.axhline(raw.mean(), color="#e6550d", lw=1, label=f"mean {raw.mean():.3f}")
     for r, value in zip(rows, raw):
         ax.text(r, value + 0.02, f"{value:.2f}", ha="center", fontsize=8)
-    ax.set(xticks=rows, xlabel="token", ylabel="sum of the two weights", ylim=(0, 1.15),
-           title="Raw top-2 sums of the chapter's six tokens (8 experts, seed 0)")  # fmt: skip
+    ax.set(
+        xticks=rows,
+        xlabel="token",
+        ylabel="sum of the two weights",
+        ylim=(0, 1.15),
+        title="Raw top-2 sums of the chapter's six tokens (8 experts, seed 0)",
+    )
     ax.legend(loc="upper left", fontsize=8)
     return _save(fig, "raw_top2_sums.png")
 
@@ -103,16 +114,32 @@ def running_max(row: int = 0, block_n: int = 4) -> Path:
     # The rescale is drawn as 1 - alpha, how much acc and l_i shrink: tall where something
     # happens, zero where alpha = 1 and nothing does.
     blocks = np.arange(len(ms))
-    fig, (ax, low) = plt.subplots(2, 1, figsize=(7, 4.8), sharex=True, layout="constrained",
-                                  gridspec_kw={"height_ratios": [3, 2]})  # fmt: skip
+    fig, (ax, low) = plt.subplots(
+        2,
+        1,
+        figsize=(7, 4.8),
+        sharex=True,
+        layout="constrained",
+        gridspec_kw={"height_ratios": [3, 2]},
+    )
     ax.plot(blocks, block_max, "o:", color="#9e9ac8", label="max score in this block")
     ax.step(blocks, ms, where="mid", color="#3182bd", lw=2, label="running max m_i")
     for b in blocks[1:]:
         if ms[b] > ms[b - 1]:
-            ax.annotate("m_i grows", (b, ms[b]), xytext=(0, 9), textcoords="offset points",
-                        ha="center", fontsize=8, color="#3182bd")  # fmt: skip
-    ax.set(ylabel="score", ylim=(min(block_max) - 0.4, max(ms) + 0.5),
-           title=f"Query row {row} of the 21.1 example: acc and l_i shrink only when m_i grows")  # fmt: skip
+            ax.annotate(
+                "m_i grows",
+                (b, ms[b]),
+                xytext=(0, 9),
+                textcoords="offset points",
+                ha="center",
+                fontsize=8,
+                color="#3182bd",
+            )
+    ax.set(
+        ylabel="score",
+        ylim=(min(block_max) - 0.4, max(ms) + 0.5),
+        title=f"Query row {row} of the 21.1 example: acc and l_i shrink only when m_i grows",
+    )
     ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
 
     shrink = [1 - a for a in alphas]
@@ -127,11 +154,24 @@ def running_max(row: int = 0, block_n: int = 4) -> Path:
         else:
             text = f"alpha = {a:.2f}"
         low.text(b, s + 0.04, text, ha="center", va="bottom", fontsize=7.5)
-    low.set(xlabel=f"key block ({block_n} keys each)", ylabel="1 - alpha", ylim=(0, 1.6),
-            xticks=blocks, yticks=[0, 0.5, 1])  # fmt: skip
-    low.text(0.99, 0.95, "how much acc and l_i shrink: 1 - alpha, alpha = exp(m_old - m_new)\n"
-             "alpha = 1: m_i did not grow, nothing to rescale; first block: nothing summed yet",
-             transform=low.transAxes, ha="right", va="top", fontsize=7.5, color="#444")  # fmt: skip
+    low.set(
+        xlabel=f"key block ({block_n} keys each)",
+        ylabel="1 - alpha",
+        ylim=(0, 1.6),
+        xticks=blocks,
+        yticks=[0, 0.5, 1],
+    )
+    low.text(
+        0.99,
+        0.95,
+        "how much acc and l_i shrink: 1 - alpha, alpha = exp(m_old - m_new)\n"
+        "alpha = 1: m_i did not grow, nothing to rescale; first block: nothing summed yet",
+        transform=low.transAxes,
+        ha="right",
+        va="top",
+        fontsize=7.5,
+        color="#444",
+    )
     return _save(fig, "running_max.png")
 
 
@@ -146,6 +186,7 @@ def _save(fig, name: str) -> Path:
 
 
 def main() -> int:
+    runtime.configure()
     for make in (causal_tiles, raw_top2_sums, running_max):
         print(f"wrote {make().relative_to(catalogue.ROOT)}")
     return 0

@@ -1,0 +1,170 @@
+"""The repository's shape, which the code's reader relies on: the grader's stages are folders
+a newcomer can see at a glance, no module imports another that imports it back, importing a
+module does nothing but define things, and the formatter owns the code's layout."""
+
+import ast
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kata import catalogue
+
+ROOT = catalogue.ROOT
+PACKAGES = ("grader", "kata")
+
+
+def modules() -> dict[str, object]:
+    """Every module of the packages (spec folders and pytest's check files are data the spec
+    loader and pytest read by path), by dotted name, with its file."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            relative = path.relative_to(ROOT)
+            if "checks" in relative.parts or any(p[:2].isdigit() for p in relative.parts):
+                continue
+            parts = list(relative.with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def imports_of(name: str, path) -> set[str]:
+    """The package modules ``name`` imports, at its top or inside a function."""
+    known = modules()
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        found |= {t for t in targets if t in known and t != name}
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_grader_shows_its_stages_at_the_top():
+    entries = sorted(p.name for p in (ROOT / "grader").iterdir() if p.name != "__pycache__")
+    assert len(entries) <= 12, entries
+    for stage in ("specs", "run", "judge", "report", "classroom", "validate"):
+        assert (ROOT / "grader" / stage / "__init__.py").is_file(), stage
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    graph = {name: imports_of(name, path) for name, path in modules().items()}
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# Imports every module in a fresh Python with the backend unset, and records what importing did
+# besides defining things: a changed environment, a process started (Python's audit events).
+IMPORT_ALL = """
+import importlib, json, os, sys
+started = []
+def audit(event, args):
+    if event in ("subprocess.Popen", "os.system", "os.exec", "os.fork", "os.forkpty",
+                 "os.posix_spawn", "os.spawn"):
+        started.append(f"{event} {args[:2]!r}")
+sys.addaudithook(audit)
+import numpy, torch, triton  # the libraries' own import is not the kata's
+before = dict(os.environ)
+changed, optional = {}, []
+for name in json.loads(sys.argv[1]):
+    try:
+        importlib.import_module(name)
+    except ModuleNotFoundError as exc:  # a tool's own library (matplotlib for the figures)
+        if exc.name.split(".")[0] in ("grader", "kata"):
+            raise
+        optional.append(name)
+    env = dict(os.environ)
+    if env != before:
+        changed[name] = sorted(k for k in set(env) | set(before) if env.get(k) != before.get(k))
+        before = env
+print(json.dumps({"changed": changed, "started": started, "optional": optional}))
+"""
+
+
+OPTIONAL = {"kata.authoring.figures", "grader.classroom.engines.slurm"}  # matplotlib, submitit
+
+
+@pytest.mark.slow
+def test_importing_a_module_only_defines_things():
+    names = [n for n in modules() if not n.endswith("__main__")]
+    env = {k: v for k, v in os.environ.items() if k not in ("KATA_DEVICE", "TRITON_INTERPRET")}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", IMPORT_ALL, json.dumps(names)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr == ""
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(found.pop("optional")) <= OPTIONAL
+    assert found == {"changed": {}, "started": []}
+
+
+def test_the_import_check_sees_a_module_that_works_at_import(tmp_path):
+    (tmp_path / "busy.py").write_text(
+        "import os, subprocess\nos.environ['X_BUSY'] = '1'\nsubprocess.run(['true'])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    proc = subprocess.run(
+        [sys.executable, "-c", IMPORT_ALL, json.dumps(["busy"])],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["changed"] == {"busy": ["X_BUSY"]} and found["started"], found
+
+
+def test_the_formatter_owns_the_layout():
+    """``# fmt: skip`` is for data tables only (a fenced table is ``# fmt: off`` / ``on``)."""
+    files = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    count = sum((ROOT / f).read_text().count("fmt: skip") for f in files if (ROOT / f).is_file())
+    assert count <= 40, f"{count} '# fmt: skip' markers"
