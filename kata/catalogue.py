@@ -92,11 +92,17 @@ def _entry(raw: dict, n: int) -> Exercise:
     except (KeyError, TypeError) as exc:
         raise ManifestError(f"{where}: each TODO needs id, points and title ({exc})") from None
     return Exercise(
-        stem=raw["stem"], title=raw["title"], kernel=raw["kernel"], interface=raw["interface"],
-        host=raw["host"], todos=todos, hints=tuple(raw["hints"]),
-        track=raw.get("track", "core"), causal=bool(raw.get("causal", False)),
+        stem=raw["stem"],
+        title=raw["title"],
+        kernel=raw["kernel"],
+        interface=raw["interface"],
+        host=raw["host"],
+        todos=todos,
+        hints=tuple(raw["hints"]),
+        track=raw.get("track", "core"),
+        causal=bool(raw.get("causal", False)),
         chapter=raw.get("chapter", ""),
-    )  # fmt: skip
+    )
 
 
 def load_manifest(path: Path = MANIFEST) -> tuple[Exercise, ...]:

@@ -16,22 +16,48 @@ from dataclasses import dataclass
 
 # ---- parameters, as the chapter fixes them -----------------------------------------------------
 
+# fmt: off
 ATTENTION_PARAMS = (
     "q_ptr", "k_ptr", "v_ptr", "out_ptr", "M", "N", "D",
     "stride_qm", "stride_qd", "stride_kn", "stride_kd", "stride_vn", "stride_vd",
     "stride_om", "stride_od", "scale", "BLOCK_M", "BLOCK_N", "BLOCK_D",
-)  # fmt: skip
+)
+# fmt: on
 WINDOW_ATTENTION_PARAMS = ATTENTION_PARAMS[:-3] + ("WINDOW",) + ATTENTION_PARAMS[-3:]
+# fmt: off
 GATING_PARAMS = (
     "logits_ptr", "weight0_ptr", "weight1_ptr", "idx0_ptr", "idx1_ptr", "M", "E", "stride_m",
     "BLOCK_E",
-)  # fmt: skip
+)
+# fmt: off
+# fmt: on
 BHSD_ATTENTION_PARAMS = (
-    "q_ptr", "k_ptr", "v_ptr", "out_ptr",
-    "stride_qb", "stride_qh", "stride_qs", "stride_kb", "stride_kh", "stride_ks",
-    "stride_vb", "stride_vh", "stride_vs", "stride_ob", "stride_oh", "stride_os",
-    "H", "S", "sm_scale", "HEAD_DIM", "CAUSAL", "BLOCK_M", "BLOCK_N", "TMA",
-)  # fmt: skip
+    "q_ptr",
+    "k_ptr",
+    "v_ptr",
+    "out_ptr",
+    "stride_qb",
+    "stride_qh",
+    "stride_qs",
+    "stride_kb",
+    "stride_kh",
+    "stride_ks",
+    "stride_vb",
+    "stride_vh",
+    "stride_vs",
+    "stride_ob",
+    "stride_oh",
+    "stride_os",
+    "H",
+    "S",
+    "sm_scale",
+    "HEAD_DIM",
+    "CAUSAL",
+    "BLOCK_M",
+    "BLOCK_N",
+    "TMA",
+)
+# fmt: on
 TILED_GATING_PARAMS = GATING_PARAMS + ("BLOCK_M",)
 
 # ---- poison: what an output buffer holds before the kernel runs --------------------------------
@@ -122,8 +148,16 @@ class Attention2D(Interface):
 
         ins = self.inputs(torch, case, device)
         out = poisoned(torch, tuple(ins["q"].shape), "float32", device)
-        host.launch_attention(kernel, ins["q"], ins["k"], ins["v"], block_m=case.block_m,
-                              block_n=case.block_n, out=out, **self._extra(case))  # fmt: skip
+        host.launch_attention(
+            kernel,
+            ins["q"],
+            ins["k"],
+            ins["v"],
+            block_m=case.block_m,
+            block_n=case.block_n,
+            out=out,
+            **self._extra(case),
+        )
         return {"out": out}
 
     def _extra(self, case) -> dict:
@@ -197,11 +231,17 @@ class TiledGating(Gating):
 
         M, E = shape["M"], shape["E"]
         x = torch.randn(M, E, device="cuda", dtype=getattr(torch, shape["dtype"]))
-        outs = tuple(torch.empty(M, device="cuda", dtype=t) for t in
-                     (torch.float32, torch.float32, torch.int32, torch.int32))  # fmt: skip
+        outs = tuple(
+            torch.empty(M, device="cuda", dtype=t)
+            for t in (torch.float32, torch.float32, torch.int32, torch.int32)
+        )
         label = f"M={M // 2**20}M E={E} {shape['dtype']}" if M >= 2**20 else f"M={M} E={E}"
-        return (lambda: host.launch_fast_gating(kernel, x, out=outs),
-                lambda: self.baseline(torch, x), label, "torch softmax -> topk -> divide")  # fmt: skip
+        return (
+            lambda: host.launch_fast_gating(kernel, x, out=outs),
+            lambda: self.baseline(torch, x),
+            label,
+            "torch softmax -> topk -> divide",
+        )
 
 
 class BHSDAttention(Interface):
@@ -212,8 +252,9 @@ class BHSDAttention(Interface):
 
         ins = self.inputs(torch, case, device)
         out = poisoned(torch, tuple(ins["q"].shape), case.dtype or "float32", device)
-        host.launch_fast_attention(kernel, ins["q"], ins["k"], ins["v"], causal=case.causal,
-                                   out=out)  # fmt: skip
+        host.launch_fast_attention(
+            kernel, ins["q"], ins["k"], ins["v"], causal=case.causal, out=out
+        )
         return {"out": out}
 
     def expected(self, case):
@@ -244,10 +285,15 @@ class BHSDAttention(Interface):
         q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in "qkv")
         out = torch.empty_like(q)
         label = f"B={B} H={H} S={S} D={D} bf16" + (" causal" if causal else "")
-        return (lambda: host.launch_fast_attention(kernel, q, k, v, causal=causal, out=out),
-                lambda: self.baseline(torch, q, k, v, causal), label, "torch SDPA")  # fmt: skip
+        return (
+            lambda: host.launch_fast_attention(kernel, q, k, v, causal=causal, out=out),
+            lambda: self.baseline(torch, q, k, v, causal),
+            label,
+            "torch SDPA",
+        )
 
 
+# fmt: off
 INTERFACES: dict[str, Interface] = {
     i.name: i
     for i in (
@@ -265,7 +311,8 @@ INTERFACES: dict[str, Interface] = {
                     ("top2", "weights"), "top-2 gating with BLOCK_M tokens per program",
                     autotuned=True),
     )
-}  # fmt: skip
+}
+# fmt: on
 
 
 def get(name: str) -> Interface:

@@ -363,8 +363,14 @@ def _diff(sk_lines: list[str], lines: list[str], hunks: list[tuple[int, range, r
     merged: list[list] = []
     for line, old, new in sorted(hunks, key=lambda h: (h[0], h[2].start)):
         top = merged[-1] if merged else None
-        if top and (top[1] and old and old.start <= top[1].stop or
-                    top[2] and new and new.start <= top[2].stop):  # fmt: skip
+        if top and (
+            top[1]
+            and old
+            and old.start <= top[1].stop
+            or top[2]
+            and new
+            and new.start <= top[2].stop
+        ):
             top[1], top[2] = _union(top[1], old), _union(top[2], new)
         else:
             merged.append([line, old, new])

@@ -16,9 +16,15 @@ ROOT = catalogue.ROOT
 
 
 def run_batch(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "grader.classroom.batch", *map(str, args)], cwd=ROOT,
-                          env={**os.environ, **(env or {})}, capture_output=True, text=True,
-                          timeout=300, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "grader.classroom.batch", *map(str, args)],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def fake_squeue(bin_dir, stdout="", stderr="", code=0):
@@ -35,10 +41,18 @@ def fake_squeue(bin_dir, stdout="", stderr="", code=0):
 def graded(out, student, score, version):
     folder = out / student
     folder.mkdir(parents=True, exist_ok=True)
-    task.write_json(folder / "task.json", {"student": student, "status": "graded",
-                                           "grader_version": version})  # fmt: skip
-    report = {"score": score, "max_score": 100, "traps": [], "exercises": [
-        {"id": ex.stem, "score": 0, "max_score": 0, "checks": []} for ex in catalogue.EXERCISE_LIST]}  # fmt: skip
+    task.write_json(
+        folder / "task.json", {"student": student, "status": "graded", "grader_version": version}
+    )
+    report = {
+        "score": score,
+        "max_score": 100,
+        "traps": [],
+        "exercises": [
+            {"id": ex.stem, "score": 0, "max_score": 0, "checks": []}
+            for ex in catalogue.EXERCISE_LIST
+        ],
+    }
     task.write_json(folder / "score.json", report)
 
 
@@ -55,8 +69,9 @@ def test_slurm_reason_is_read_back_from_the_task_log(tmp_path):
         "grading...\nslurmstepd: error: *** JOB 15 ON node7 CANCELLED AT 2026-01-01T10:00:00 "
         "DUE TO TIME LIMIT ***\n"
     )
-    (logs / "12_4.log").write_text("slurmstepd: error: *** JOB 16 ON node7 CANCELLED AT "
-                                   "2026-01-01T10:00:00 ***\n")  # fmt: skip
+    (logs / "12_4.log").write_text(
+        "slurmstepd: error: *** JOB 16 ON node7 CANCELLED AT 2026-01-01T10:00:00 ***\n"
+    )
     assert slurm.state_from_log(tmp_path, "12_3")[0] == "TIMEOUT"
     assert slurm.state_from_log(tmp_path, "12_4")[0] == "CANCELLED"
     assert slurm.state_from_log(tmp_path, "12_5") is None
@@ -78,8 +93,12 @@ def test_gather_marks_infrastructure_failures_not_zero(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     rows = {r.student: r for r in batch.gather(out)}
     assert {s: r.status for s, r in rows.items()} == {
-        "ada": "graded", "gus": "infra_error", "hal": "grader_error", "ivy": "infra_error",
-        "kim": "queued"}  # fmt: skip
+        "ada": "graded",
+        "gus": "infra_error",
+        "hal": "grader_error",
+        "ivy": "infra_error",
+        "kim": "queued",
+    }
     assert rows["gus"].note.startswith("CANCELLED") and rows["ivy"].note.startswith("TIMEOUT")
     book = batch.write_gradebook(list(rows.values()), out)
     csv_rows = {r["student"]: r for r in csv.DictReader(book.read_text().splitlines())}
@@ -96,8 +115,15 @@ def test_gather_marks_infrastructure_failures_not_zero(tmp_path, monkeypatch):
 
 def test_the_slurm_engine_names_a_missing_sbatch(tmp_path):
     (tmp_path / "subs" / "ada").mkdir(parents=True)
-    proc = run_batch("--engine", "slurm", "--submissions", tmp_path / "subs", "--out",
-                     tmp_path / "out", env={"PATH": str(tmp_path)})  # fmt: skip
+    proc = run_batch(
+        "--engine",
+        "slurm",
+        "--submissions",
+        tmp_path / "subs",
+        "--out",
+        tmp_path / "out",
+        env={"PATH": str(tmp_path)},
+    )
     assert proc.returncode == 2
     assert "needs Slurm's sbatch" in proc.stderr and "login node" in proc.stderr
 
@@ -117,15 +143,35 @@ def test_emit_sbatch_writes_an_array_and_its_manifest(tmp_path):
         (subs / student).mkdir(parents=True)  # empty: every exercise "not found", graded fast
     graded(out, "ada", 100, task.grader_version())  # skipped: same grader version
     graded(out, "bob", 90, "0.0.1+old")  # regraded: another grader version
-    proc = run_batch("--submissions", subs, "--out", out, "--emit-sbatch", script,
-                     "--partition", "gpu", "--gpus-per-task", "1", "--time", "20",
-                     "--sbatch-arg=--qos=short", "--device", "interpreter")  # fmt: skip
+    proc = run_batch(
+        "--submissions",
+        subs,
+        "--out",
+        out,
+        "--emit-sbatch",
+        script,
+        "--partition",
+        "gpu",
+        "--gpus-per-task",
+        "1",
+        "--time",
+        "20",
+        "--sbatch-arg=--qos=short",
+        "--device",
+        "interpreter",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "grading 2, 1 already graded" in proc.stdout and f"sbatch {script}" in proc.stdout
     text = script.read_text()
-    for line in ("#SBATCH --array=0-1%2", "#SBATCH --time=20", "#SBATCH --partition=gpu",
-                 "#SBATCH --gpus-per-node=1", f"#SBATCH --cpus-per-task={len(catalogue.EXERCISE_LIST)}",
-                 "#SBATCH --qos=short", f"#SBATCH --output={out}/.slurm/logs/%A_%a.log"):  # fmt: skip
+    for line in (
+        "#SBATCH --array=0-1%2",
+        "#SBATCH --time=20",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --gpus-per-node=1",
+        f"#SBATCH --cpus-per-task={len(catalogue.EXERCISE_LIST)}",
+        "#SBATCH --qos=short",
+        f"#SBATCH --output={out}/.slurm/logs/%A_%a.log",
+    ):
         assert line in text.splitlines(), line
     (manifest,) = (out / ".slurm" / "manifests").glob("*.json")
     data = json.loads(manifest.read_text())
@@ -134,8 +180,21 @@ def test_emit_sbatch_writes_an_array_and_its_manifest(tmp_path):
     assert not (out / "bob" / "score.json").exists()  # the stale grade is gone, not kept
 
     # What each array task runs, here by hand for task 0 (bob), outside Slurm.
-    one = subprocess.run([sys.executable, "-m", "grader.classroom.engines.task", "--manifest", str(manifest),
-                          "--index", "0"], cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+    one = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader.classroom.engines.task",
+            "--manifest",
+            str(manifest),
+            "--index",
+            "0",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert one.returncode == 0, one.stdout + one.stderr
     gathered = run_batch("--gather", "--out", out)
     assert gathered.returncode == 0, gathered.stderr
@@ -163,7 +222,12 @@ def test_emit_sbatch_writes_an_array_and_its_manifest(tmp_path):
 
 
 def test_grader_version_follows_the_grading_code_only(tmp_path, monkeypatch):
-    for name in ("grader/rubric.py", "grader/classroom/batch.py", "grader/classroom/engines/slurm.py", "kata/host.py"):
+    for name in (
+        "grader/rubric.py",
+        "grader/classroom/batch.py",
+        "grader/classroom/engines/slurm.py",
+        "kata/host.py",
+    ):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("x = 1\n")
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "k"\nversion = "1.2.3"\n')
@@ -182,15 +246,28 @@ def test_grader_version_follows_the_grading_code_only(tmp_path, monkeypatch):
 def test_a_refused_submission_keeps_the_earlier_grades(tmp_path):
     bin_dir, subs, out = tmp_path / "bin", tmp_path / "subs", tmp_path / "out"
     bin_dir.mkdir()
-    for name, body in (("sbatch", "echo 'sbatch: error: invalid partition specified: gpux' >&2\n"
-                                  "exit 1"), ("srun", "exit 0"), ("squeue", "exit 0"),
-                       ("scancel", "exit 0")):  # fmt: skip
+    for name, body in (
+        ("sbatch", "echo 'sbatch: error: invalid partition specified: gpux' >&2\nexit 1"),
+        ("srun", "exit 0"),
+        ("squeue", "exit 0"),
+        ("scancel", "exit 0"),
+    ):
         (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
         (bin_dir / name).chmod(0o755)
     (subs / "ada").mkdir(parents=True)
     graded(out, "ada", 100, task.grader_version())
-    proc = run_batch("--engine", "slurm", "--submissions", subs, "--out", out, "--force",
-                     "--partition", "gpux", env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})  # fmt: skip
+    proc = run_batch(
+        "--engine",
+        "slurm",
+        "--submissions",
+        subs,
+        "--out",
+        out,
+        "--force",
+        "--partition",
+        "gpux",
+        env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+    )
     assert proc.returncode == 2
     # The sbatch's own words (or, where submitit is not installed yet, that it is missing).
     assert "invalid partition specified: gpux" in proc.stderr or "needs submitit" in proc.stderr
@@ -201,13 +278,17 @@ def test_gradebook_flags_exercises_edited_outside_their_todo_regions(tmp_path):
     from grader.classroom import batch
 
     def report(flags: dict) -> dict:
-        exercises = [{"id": ex.stem, "score": 0, "integrity": {"ok": ok}}
-                     for ex, ok in zip(catalogue.EXERCISE_LIST, flags.values())]  # fmt: skip
+        exercises = [
+            {"id": ex.stem, "score": 0, "integrity": {"ok": ok}}
+            for ex, ok in zip(catalogue.EXERCISE_LIST, flags.values())
+        ]
         return {"score": 0, "max_score": 100, "traps": [], "exercises": exercises}
 
-    rows = [batch.Row("ada", "graded", report({"01": True, "02": True, "03": True})),
-            batch.Row("bob", "graded", report({"01": False, "02": True, "03": False})),
-            batch.Row("cy", "infra_error", None, "TIMEOUT")]  # fmt: skip
+    rows = [
+        batch.Row("ada", "graded", report({"01": True, "02": True, "03": True})),
+        batch.Row("bob", "graded", report({"01": False, "02": True, "03": False})),
+        batch.Row("cy", "infra_error", None, "TIMEOUT"),
+    ]
     book = batch.write_gradebook(rows, tmp_path)
     got = {r["student"]: r["integrity"] for r in csv.DictReader(book.read_text().splitlines())}
     assert got == {"ada": "", "bob": "01;03", "cy": ""}

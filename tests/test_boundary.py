@@ -108,11 +108,13 @@ def _paid_cases(stem: str):
     return {n: spec.cases[n] for c in spec.checks if c.points for n in c.cases}
 
 
+# fmt: off
 @pytest.mark.parametrize("stem, tiles", [
     (STEM["01"], [(16, 16), (16, 32)]),
     (STEM["02"], TILES),
     (STEM["06"], TILES),
-])  # fmt: skip
+])
+# fmt: on
 def test_attention_specs_pay_for_every_edge_of_their_tiles(stem, tiles):
     cases = _paid_cases(stem).values()
     for block_m, block_n in tiles:
@@ -136,21 +138,23 @@ def test_window_spec_pays_for_window_edges_and_three_tile_spans():
         boundary.edge_tiles(boundary.Shape(len(c.inputs["q"]), len(c.inputs["k"]), c.block_m,
                                            c.block_n, window=c.window))
         for c in cases.values()
-    ]  # fmt: skip
+    ]
     assert max(spans) >= 3
 
 
 def test_rescale_is_paid_on_creeping_maxima():
     assert "creeping-max-16x64" in {c.name for c in _cases_of(STEM["01"],
-                                                               "running-max-grows")}  # fmt: skip
+                                                               "running-max-grows")}
 
 
+# fmt: off
 @pytest.mark.parametrize("stem, check_id", [
     (STEM["03"], "renormalized-random"),
     (STEM["03"], "renormalized-padded-experts"),
     (STEM["03"], "renormalized-ties-and-two-experts"),
     (STEM["05"], "fast-gating-weights"),
-])  # fmt: skip
+])
+# fmt: on
 def test_every_weights_check_sees_logits_out_of_exps_range(stem, check_id):
     rows = np.concatenate([c.inputs["logits"].max(axis=1) for c in _cases_of(stem, check_id)])
     lows = np.concatenate([c.inputs["logits"].min(axis=1) for c in _cases_of(stem, check_id)])

@@ -108,6 +108,7 @@ def test_strip_leaves_unmarked_text_alone():
     assert regions.strip(STRIPPED) == STRIPPED
 
 
+# fmt: off
 @pytest.mark.parametrize(
     ("source", "match"),
     [
@@ -124,7 +125,8 @@ def test_strip_leaves_unmarked_text_alone():
         pytest.param("# BEGIN SKELETON\ny = 2\n# END SKELETON\n",
                      r"demo\.py:2: skeleton lines must be commented out", id="skeleton-not-comment"),
     ],
-)  # fmt: skip
+)
+# fmt: on
 def test_strip_rejects_unbalanced_markers(source, match):
     with pytest.raises(regions.MarkerError, match=match):
         regions.strip(source, "demo.py")
@@ -275,7 +277,7 @@ def test_script_03_reproduces_the_chapter(scripts):
     assert re.search(r"ok\s+indices equal torch\.topk\s+True", out)
     found = verdicts(out)
     for label in ("w0 vs renormalized top-1 probability", "w1 vs renormalized top-2 probability",
-                  "w0 + w1 vs 1"):  # fmt: skip
+                  "w0 + w1 vs 1"):
         diff, close = found[label]
         assert close and diff < 1e-5
 

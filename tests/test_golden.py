@@ -77,8 +77,19 @@ def build(case: Path, target: Path, report: Path) -> dict:
 
 def grade(target: Path, report: Path, numbers: list[str], args: list[str]):
     device = os.environ.get("KATA_TEST_DEVICE", "auto")
-    cmd = [sys.executable, "-m", "grader", *numbers, "--device", device, "--target", str(target),
-           "--report", str(report), *args]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "grader",
+        *numbers,
+        "--device",
+        device,
+        "--target",
+        str(target),
+        "--report",
+        str(report),
+        *args,
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(report.read_text()), proc.stdout

@@ -71,18 +71,30 @@ def grade(target: Path, *args: str, gradescope: bool = False, timeout: float = 6
     report, results = out / "score.json", out / "results.json"
     # The backend the runtime picks (compiled on a GPU machine), or KATA_TEST_DEVICE.
     device = os.environ.get("KATA_TEST_DEVICE", "auto")
-    cmd = [sys.executable, "-m", "grader", "--device", device, "--target", str(target),
-           "--report", str(report), *args]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "grader",
+        "--device",
+        device,
+        "--target",
+        str(target),
+        "--report",
+        str(report),
+        *args,
+    ]
     if gradescope:
         cmd += ["--gradescope", str(results)]
     start = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     return Run(
-        proc.returncode, proc.stdout + proc.stderr, target,
+        proc.returncode,
+        proc.stdout + proc.stderr,
+        target,
         json.loads(report.read_text()) if report.exists() else None,
         json.loads(results.read_text()) if results.exists() else None,
         round(time.monotonic() - start, 1),
-    )  # fmt: skip
+    )
 
 
 def solution_text(number: str) -> str:
@@ -219,15 +231,28 @@ def assert_complete(report: dict, numbers: list[str]) -> None:
 
 def test_the_schema_refuses_what_the_grader_never_writes():
     """The schema is a contract that can fail: a few reports it must refuse."""
-    good = {"schema_version": "3.0", "target": "t", "device": "interpreter: cpu",
-            "versions": {"python": "3", "torch": "2", "triton": "3"}, "checkset": "hidden",
-            "strict": False, "screened": True, "score": 0, "max_score": 0, "duration_s": 1.0,
-            "traps": [],
-            "exercises": []}  # fmt: skip
+    good = {
+        "schema_version": "3.0",
+        "target": "t",
+        "device": "interpreter: cpu",
+        "versions": {"python": "3", "torch": "2", "triton": "3"},
+        "checkset": "hidden",
+        "strict": False,
+        "screened": True,
+        "score": 0,
+        "max_score": 0,
+        "duration_s": 1.0,
+        "traps": [],
+        "exercises": [],
+    }
     jsonschema.validate(good, SCHEMA)
-    for bad in ({**good, "schema_version": "1.1"}, {**good, "checkset": "secret"},
-                {**good, "extra": 1}, {k: v for k, v in good.items() if k != "strict"},
-                {**good, "exercises": [{"id": "01_x"}]}):  # fmt: skip
+    for bad in (
+        {**good, "schema_version": "1.1"},
+        {**good, "checkset": "secret"},
+        {**good, "extra": 1},
+        {k: v for k, v in good.items() if k != "strict"},
+        {**good, "exercises": [{"id": "01_x"}]},
+    ):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, SCHEMA)
 
@@ -309,8 +334,11 @@ def test_zero_score_run_exits_0_and_selects_by_number_and_stem(graded):
     assert run.code == 0, run.console
     assert_complete(run.report, ["01", "03"])
     assert run.report["score"] == 0 and run.report["max_score"] == 75
-    assert run.report["traps"] == ["acc-not-rescaled", "top2-not-masked",
-                                   "weights-not-renormalized"]  # fmt: skip
+    assert run.report["traps"] == [
+        "acc-not-rescaled",
+        "top2-not-masked",
+        "weights-not-renormalized",
+    ]
     for e in run.report["exercises"]:
         paid = [c for c in e["checks"] if c["todo"]]
         assert {c["status"] for c in paid} <= {"failed", "blocked"}
@@ -406,8 +434,7 @@ def test_specs_refuse_to_contradict_themselves():
 
     spec = specs.load(STEM["01"], "hidden")
     wrong_todo = Check(id="x", todo="renormalize", points=0, about="", cases=(), judge="output")
-    one_more = Check(id="y", todo="rescale-acc", points=1, about="", cases=("nope",),
-                     judge="top2")  # fmt: skip
+    one_more = Check(id="y", todo="rescale-acc", points=1, about="", cases=("nope",), judge="top2")
     bad = specs.Spec(**{**spec.__dict__, "checks": spec.checks + (wrong_todo, one_more)})
     problems = specs.consistency(bad, spec.cases)
     assert any("unknown TODO renormalize" in p for p in problems)
@@ -428,14 +455,20 @@ def test_each_stem_is_named_by_at_most_one_file_beyond_its_own():
         pytest.skip("not a git checkout")
     files = [ROOT / f for f in tracked.stdout.split() if not f.endswith((".md", ".png"))]
     for ex in ALL_EXERCISES:
-        own = {"exercises/info.toml", f"solutions/{ex.filename}", f"exercises/{ex.filename}",
-               "kata/skeletons.json"}  # fmt: skip
+        own = {
+            "exercises/info.toml",
+            f"solutions/{ex.filename}",
+            f"exercises/{ex.filename}",
+            "kata/skeletons.json",
+        }
         naming = [
-            f.relative_to(ROOT).as_posix() for f in files
-            if f.is_file() and ex.stem in f.read_text(errors="replace")
+            f.relative_to(ROOT).as_posix()
+            for f in files
+            if f.is_file()
+            and ex.stem in f.read_text(errors="replace")
             and f.relative_to(ROOT).as_posix() not in own
             and not f.is_relative_to(specs.folder(ex.stem))
-        ]  # fmt: skip
+        ]
         assert len(naming) <= 1, f"{ex.stem} is named in {naming}"
 
 
@@ -444,13 +477,26 @@ def _result(statuses: dict[str, tuple[str, str | None]], stem: str = STEM["03"])
     checks = []
     for c in specs.load(stem, "hidden").checks:
         status, trap = statuses.get(c.id, ("passed", None))
-        checks.append(CheckResult(id=c.id, todo=c.todo, status=status,
-                                  points=c.points if status == "passed" else 0,
-                                  max_points=c.points, trap=trap,
-                                  message="" if status == "passed" else "wrong"))  # fmt: skip
-    return ExerciseResult(stem, f"{stem}.py", "core", sum(c.points for c in checks),
-                          specs.load(stem, "hidden").max_score, checks,
-                          integrity={"ok": True, "lines": [], "diff": "", "strict_zeroed": False})  # fmt: skip
+        checks.append(
+            CheckResult(
+                id=c.id,
+                todo=c.todo,
+                status=status,
+                points=c.points if status == "passed" else 0,
+                max_points=c.points,
+                trap=trap,
+                message="" if status == "passed" else "wrong",
+            )
+        )
+    return ExerciseResult(
+        id=stem,
+        file=f"{stem}.py",
+        track="core",
+        score=sum(c.points for c in checks),
+        max_score=specs.load(stem, "hidden").max_score,
+        checks=checks,
+        integrity={"ok": True, "lines": [], "diff": "", "strict_zeroed": False},
+    )
 
 
 def test_judge_can_fail_every_way():
@@ -516,8 +562,9 @@ def test_validate_exit_codes(monkeypatch, capsys):
     assert "static checks: OK" in capsys.readouterr().out
     assert validate.main(["no-such-variant"]) == 2
     spec = specs.load(STEM["02"], "hidden")
-    rotten = model.wrong("rotten-edit", "an edit that no longer applies",
-                           edits=[("no such line", "x")])  # fmt: skip
+    rotten = model.wrong(
+        "rotten-edit", "an edit that no longer applies", edits=[("no such line", "x")]
+    )
     patched = specs.Spec(**{**spec.__dict__, "gallery": spec.gallery + (rotten,)})
     monkeypatch.setattr(gallery, "all_variants", lambda stems=None: [(patched, rotten)])
     assert validate.main(["--no-baseline", "rotten-edit"]) == 1
@@ -579,16 +626,33 @@ def test_summary_prints_timed_and_skipped_performance(tmp_path):
     from grader.report.summary import Printer
     from grader.run import timing
 
-    timed = {"timed": True, "device": "GPU", "shapes": [
-        {"shape": "M=1M E=128 float32", "baseline": "torch", "kernel_ms": 0.23, "torch_ms": 6.1, "speedup": 26.5},
-    ]}  # fmt: skip
+    timed = {
+        "timed": True,
+        "device": "GPU",
+        "shapes": [
+            {
+                "shape": "M=1M E=128 float32",
+                "baseline": "torch",
+                "kernel_ms": 0.23,
+                "torch_ms": 6.1,
+                "speedup": 26.5,
+            },
+        ],
+    }
     results = []
     for number, raw, correct in (("04", None, True), ("05", timed, False)):
         stem = find(number).stem
-        ex = ExerciseResult(stem, f"{stem}.py", "performance", 0, 50, [],
-                            performance=timing.score(raw, correct))  # fmt: skip
+        ex = ExerciseResult(
+            id=stem,
+            file=f"{stem}.py",
+            track="performance",
+            score=0,
+            max_score=50,
+            checks=[],
+            performance=timing.score(raw, correct),
+        )
         results.append(ex)
-    report = Report("t", "cuda: GPU", {}, results, 1.0)
+    report = Report(target="t", device="cuda: GPU", versions={}, exercises=results, duration_s=1.0)
     out = io.StringIO()
     Printer(stream=out).finish(report, tmp_path / "score.json", None)
     text = out.getvalue()
@@ -610,10 +674,21 @@ def test_performance_points_state_what_the_timing_noise_allows(tmp_path):
     from grader.run import timing
 
     def timed(low, high):
-        return {"timed": True, "device": "GPU", "shapes": [
-            {"shape": f"B=4 H=16 S=4096 D=128 bf16{c}", "baseline": "torch SDPA", "kernel_ms": 1.0,
-             "torch_ms": 0.79, "speedup": 0.79, "speedup_range": [low, high]} for c in ("", " causal")
-        ]}  # fmt: skip
+        return {
+            "timed": True,
+            "device": "GPU",
+            "shapes": [
+                {
+                    "shape": f"B=4 H=16 S=4096 D=128 bf16{c}",
+                    "baseline": "torch SDPA",
+                    "kernel_ms": 1.0,
+                    "torch_ms": 0.79,
+                    "speedup": 0.79,
+                    "speedup_range": [low, high],
+                }
+                for c in ("", " causal")
+            ],
+        }
 
     noisy, steady = timing.score(timed(0.71, 0.86), True), timing.score(timed(0.78, 0.80), True)
     assert (noisy["points"], noisy["points_range"]) == (8, [7, 9])
@@ -622,9 +697,19 @@ def test_performance_points_state_what_the_timing_noise_allows(tmp_path):
     stem = find("04").stem
     out = io.StringIO()
     for perf in (noisy, steady):
-        ex = ExerciseResult(stem, f"{stem}.py", "performance", 50, 50, [], performance=perf)
+        ex = ExerciseResult(
+            id=stem,
+            file=f"{stem}.py",
+            track="performance",
+            score=50,
+            max_score=50,
+            checks=[],
+            performance=perf,
+        )
         Printer(stream=out).finish(
-            Report("t", "cuda: GPU", {}, [ex], 1.0), tmp_path / "s.json", None
+            Report(target="t", device="cuda: GPU", versions={}, exercises=[ex], duration_s=1.0),
+            tmp_path / "s.json",
+            None,
         )
     text = out.getvalue()
     assert text.count("x0.79 (0.71-0.86)") == 2 and text.count("x0.79 (0.78-0.80)") == 2
@@ -659,7 +744,14 @@ def test_gradescope_and_summary_say_an_exercise_was_edited_outside_its_regions(t
 
     ex = _result({})
     ex.integrity = {"ok": False, "lines": [58, 59], "diff": "-a\n+b", "strict_zeroed": True}
-    report = Report("t", "interpreter: cpu", {}, [ex], 1.0, strict=True)
+    report = Report(
+        target="t",
+        device="interpreter: cpu",
+        versions={},
+        exercises=[ex],
+        duration_s=1.0,
+        strict=True,
+    )
     assert (
         "changed outside its TODO regions (scored 0: strict grading), skeleton line(s) 58, 59"
         in gradescope.results(report)["output"]
@@ -730,8 +822,12 @@ def test_a_timing_has_the_gpu_to_itself(tmp_path, monkeypatch):
     monkeypatch.setenv("KATA_TIMING_LOCK", str(tmp_path / "gpu.lock"))
     ctx = multiprocessing.get_context("fork")
     log = ctx.Queue()
-    plan = [("launch", "a", 1.0, 0.0), ("launch", "b", 1.0, 0.1), ("timing", "t", 0.5, 0.3),
-            ("launch", "c", 0.2, 0.5)]  # fmt: skip
+    plan = [
+        ("launch", "a", 1.0, 0.0),
+        ("launch", "b", 1.0, 0.1),
+        ("timing", "t", 0.5, 0.3),
+        ("launch", "c", 0.2, 0.5),
+    ]
     procs = []
     for kind, name, seconds, delay in plan:
         time.sleep(delay - (plan[len(procs) - 1][3] if procs else 0.0))

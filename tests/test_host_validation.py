@@ -24,6 +24,7 @@ def t(*shape, dtype=torch.float32, device=None):
     return torch.zeros(*shape, dtype=dtype, device=device or runtime.DEVICE)
 
 
+# fmt: off
 @pytest.mark.parametrize(
     ("args", "error", "match"),
     [
@@ -80,12 +81,14 @@ def t(*shape, dtype=torch.float32, device=None):
             ValueError, r"k and v are empty", id="no-keys-for-4-queries",
         ),
     ],
-)  # fmt: skip
+)
+# fmt: on
 def test_attention_rejects(attend, args, error, match):
     with pytest.raises(error, match=match):
         attend(*args())
 
 
+# fmt: off
 @pytest.mark.parametrize(
     ("make", "error", "match"),
     [
@@ -98,7 +101,8 @@ def test_attention_rejects(attend, args, error, match):
         pytest.param(lambda: t(4, 1), ValueError, r"at least 2 experts, got E=1", id="one-expert"),
         pytest.param(lambda: t(4, 0), ValueError, r"at least 2 experts, got E=0", id="no-experts"),
     ],
-)  # fmt: skip
+)
+# fmt: on
 def test_gating_rejects(gating, make, error, match):
     with pytest.raises(error, match=match):
         gating(make())

@@ -74,20 +74,38 @@ def browse(page: Path, tmp_path: Path) -> dict:
     text = page.read_text()
     # The page forbids every script; the copy lets the probe (and only inline code) run.
     copy = tmp_path / f"browsed-{page.name}"
-    copy.write_text(text.replace("default-src 'none';", "default-src 'none'; script-src 'unsafe-inline';")
-                    .replace("</body>", PROBE + "</body>"))  # fmt: skip
+    copy.write_text(
+        text.replace(
+            "default-src 'none';", "default-src 'none'; script-src 'unsafe-inline';"
+        ).replace("</body>", PROBE + "</body>")
+    )
     done = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=15000",
-         "--window-size=1200,900", "--dump-dom", copy.as_uri()],
-        capture_output=True, text=True, timeout=180, check=False,
-    )  # fmt: skip
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=15000",
+            "--window-size=1200,900",
+            "--dump-dom",
+            copy.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     found = re.search(r'<pre id="kata-probe">(.*?)</pre>', done.stdout, flags=re.S)
     assert found, f"chromium showed no probe (exit {done.returncode}): {done.stderr[-2000:]}"
     return json.loads(
-        found.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"')
+        found.group(1)
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", '"')
         .replace("&amp;", "&")
-    )  # fmt: skip
+    )
 
 
 def static_requests(text: str) -> list[str]:
@@ -99,23 +117,50 @@ def static_requests(text: str) -> list[str]:
 
 def _grade(target: Path, report: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "KATA_DEVICE": os.environ.get("KATA_DEVICE", "auto")}
-    return subprocess.run([sys.executable, "-m", "grader", "--target", str(target), "--report",
-                           str(report), *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=900, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "grader", "--target", str(target), "--report", str(report), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
 
 
 # ---- without a browser: what the page says and escapes ----------------------------------------
 
 
 def _report(**overrides) -> Report:
-    check = CheckResult(id="running-max-grows", todo="rescale-acc", status="failed", points=0,
-                        max_points=10, trap="acc-not-rescaled", message=f"it broke {EVIL}",
-                        details={"max_error": 1.2, "tolerance": [1e-4, 1e-4]})  # fmt: skip
+    check = CheckResult(
+        id="running-max-grows",
+        todo="rescale-acc",
+        status="failed",
+        points=0,
+        max_points=10,
+        trap="acc-not-rescaled",
+        message=f"it broke {EVIL}",
+        details={"max_error": 1.2, "tolerance": [1e-4, 1e-4]},
+    )
     first = catalogue.find("01")
-    ex = ExerciseResult(first.stem, f"/nowhere/{first.filename}", "core",
-                        0, 25, [check], output=f"printed {EVIL}",
-                        warnings=[f"warned {EVIL}"], **overrides)  # fmt: skip
-    return Report(EVIL, "interpreter: cpu", {"torch": EVIL}, [ex], 1.0)
+    ex = ExerciseResult(
+        id=first.stem,
+        file=f"/nowhere/{first.filename}",
+        track="core",
+        score=0,
+        max_score=25,
+        checks=[check],
+        output=f"printed {EVIL}",
+        warnings=[f"warned {EVIL}"],
+        **overrides,
+    )
+    return Report(
+        target=EVIL,
+        device="interpreter: cpu",
+        versions={"torch": EVIL},
+        exercises=[ex],
+        duration_s=1.0,
+    )
 
 
 def test_page_escapes_everything_a_submission_can_write():
@@ -144,8 +189,18 @@ def test_failure_figures_hold_shapes_and_outputs_never_inputs():
     got = dict(spec.interface.expected(case))
     got["idx1"] = got["idx0"].copy()  # the skeleton's trap: the top-1 twice
     found = details.failure(judges.make("top2", spec.interface), case, got)
-    assert set(found) == {"kind", "case", "hidden", "shape", "bad_tokens", "tokens", "chosen",
-                          "expected", "weight_sum", "expected_sum"}  # fmt: skip
+    assert set(found) == {
+        "kind",
+        "case",
+        "hidden",
+        "shape",
+        "bad_tokens",
+        "tokens",
+        "chosen",
+        "expected",
+        "weight_sum",
+        "expected_sum",
+    }
     assert found["hidden"] and found["bad_tokens"] == 64 and len(found["tokens"]) == 32
     assert all(a == b for a, b in found["chosen"]) and len(json.dumps(found)) < 4000
 
@@ -208,15 +263,34 @@ def test_class_of_four_in_chromium(tmp_path):
             source = (catalogue.SOLUTIONS / ex.filename).read_text()
             text = source if ex.number in numbers else skeletons.pristine(ex.stem).text
             (folder / ex.filename).write_text(text)
-    done = subprocess.run([sys.executable, "-m", "grader.classroom.batch", "--submissions", str(subs),
-                           "--out", str(out), "--jobs", "2"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=1500, check=False)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader.classroom.batch",
+            "--submissions",
+            str(subs),
+            "--out",
+            str(out),
+            "--jobs",
+            "2",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr + done.stdout
     import csv
 
     rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
-    assert {s: rows[s]["score"] for s in solved} == {"ada": "100", "bob": "0", "cy": "75",
-                                                     "dee": "75"}  # fmt: skip
+    assert {s: rows[s]["score"] for s in solved} == {
+        "ada": "100",
+        "bob": "0",
+        "cy": "75",
+        "dee": "75",
+    }
     assert rows["dee"]["note"] == "files found in dee/upload/exercises"
     assert (
         rows["dee"]["trap:acc-not-rescaled"] == "1" and rows["ada"]["trap:acc-not-rescaled"] == ""
@@ -246,8 +320,13 @@ def test_page_shows_timed_and_skipped_performance():
     """A timed performance entry carries no reason; a skipped one does (seen on an H200)."""
     from grader.run import timing
 
-    shape = {"shape": "M=1M E=128 float32", "baseline": "torch", "kernel_ms": 0.14,
-             "torch_ms": 6.1, "speedup": 43.4}  # fmt: skip
+    shape = {
+        "shape": "M=1M E=128 float32",
+        "baseline": "torch",
+        "kernel_ms": 0.14,
+        "torch_ms": 6.1,
+        "speedup": 43.4,
+    }
     timed = timing.score({"timed": True, "device": "GPU", "shapes": [shape]}, correct=True)
     page = html.render(_report(performance=timed))
     assert "M=1M E=128 float32" in page and "x43.40 vs torch" in page

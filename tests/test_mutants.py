@@ -22,8 +22,15 @@ def every_mutant() -> list[mutants.Mutant]:
 
 def test_every_operator_is_used_and_every_mutant_is_one_change():
     found = every_mutant()
-    assert {m.operator for m in found} == {"compare", "arith", "const", "tile", "swap", "where",
-                                           "drop"}  # fmt: skip
+    assert {m.operator for m in found} == {
+        "compare",
+        "arith",
+        "const",
+        "tile",
+        "swap",
+        "where",
+        "drop",
+    }
     for m in found:
         reference = specs.load(m.stem, "hidden").reference[m.todo]
         regions = (reference,) if isinstance(reference, str) else reference
@@ -63,9 +70,18 @@ def test_every_listed_equivalent_is_a_current_mutant_with_a_reason():
 def _row(score: int) -> validate.Row:
     ex = find("01")
     row = validate.Row("m", ex, Expect(score="less"))
-    check = CheckResult(id="c", todo="rescale-acc", status="passed" if score else "failed",
-                        points=score, max_points=25, trap=None, message="")  # fmt: skip
-    row.result = ExerciseResult(ex.stem, "f.py", "core", score, 25, [check])
+    check = CheckResult(
+        id="c",
+        todo="rescale-acc",
+        status="passed" if score else "failed",
+        points=score,
+        max_points=25,
+        trap=None,
+        message="",
+    )
+    row.result = ExerciseResult(
+        id=ex.stem, file="f.py", track="core", score=score, max_score=25, checks=[check]
+    )
     return row
 
 

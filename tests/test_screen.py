@@ -39,13 +39,17 @@ def edit(text: str, *pairs: tuple[str, str]) -> str:
 
 def code_lines(text: str, first: int, last: int) -> list[int]:
     lines = text.splitlines()
-    return [n for n in range(first, last + 1) if lines[n - 1].strip() and
-            not lines[n - 1].strip().startswith("#")]  # fmt: skip
+    return [
+        n
+        for n in range(first, last + 1)
+        if lines[n - 1].strip() and not lines[n - 1].strip().startswith("#")
+    ]
 
 
 def found(findings: list[screen.Finding], rule: str, line: int, *words: str) -> bool:
-    return any(f.rule == rule and f.line == line and all(w in f.message for w in words)
-               for f in findings)  # fmt: skip
+    return any(
+        f.rule == rule and f.line == line and all(w in f.message for w in words) for f in findings
+    )
 
 
 # ---- the kata's own files -------------------------------------------------------------------------
@@ -71,8 +75,10 @@ def test_region_code_is_mapped_to_its_todo():
     assert integrity.todo_lines[line_of(text, CAUSAL_MASK)] == "causal-mask"  # an empty region
 
 
-@pytest.mark.parametrize(("stem", "name"), [(S01, "chapter.py"), (S02, "chapter.py"),
-                                            (S03, "chapter.py"), (S06, "apart.py")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("stem", "name"),
+    [(S01, "chapter.py"), (S02, "chapter.py"), (S03, "chapter.py"), (S06, "apart.py")],
+)
 def test_the_chapters_own_kernels_are_edits_that_open_no_other_path(stem, name):
     sk, text = skeletons.pristine(stem), (specs.folder(stem) / "gallery" / name).read_text()
     integrity = skeletons.check(sk, text)
@@ -98,11 +104,14 @@ def test_the_fake_kernel_is_flagged_as_a_non_triton_path():
 @pytest.mark.parametrize("quote", ['"""', "'''"])
 def test_a_string_across_two_regions_is_an_edit_of_the_given_lines_it_covers(quote):
     sk = skeletons.pristine(S03)
-    text = gallery.fill(sk, {
-        "top2-mask": f'rest = tl.where(cols == i0, float("-inf"), probs)\n_ = {quote}',
-        "renormalize": f"{quote}\np1, i1 = tl.max(probs, axis=0), i0\nw0 = p0 / (p0 + p1)\n"
-                       "w1 = p1 / (p0 + p1)",
-    })  # fmt: skip
+    text = gallery.fill(
+        sk,
+        {
+            "top2-mask": f'rest = tl.where(cols == i0, float("-inf"), probs)\n_ = {quote}',
+            "renormalize": f"{quote}\np1, i1 = tl.max(probs, axis=0), i0\nw0 = p0 / (p0 + p1)\n"
+            "w1 = p1 / (p0 + p1)",
+        },
+    )
     ast.parse(text)  # a valid file: the given p1/i1 lines became a string's contents
     covered = [line_of(sk.text, "p1 = tl.max(rest"), line_of(sk.text, "i1 = tl.argmax(rest")]
     integrity = skeletons.check(sk, text)
@@ -116,17 +125,28 @@ def test_a_string_across_the_two_window_regions_is_an_edit_of_the_loop_it_covers
     closing = (
         "        # above the loop, so that key tiles left of every row's window are never loaded.\n"
     )
-    text = edit(sk.text, ("    lo = 0\n", '    lo = 0\n    _ = """\n'), (closing, closing + (
-        '    """\n'
-        "    for n1 in range(lo, hi, BLOCK_N):\n"
-        "        cols = n1 + tl.arange(0, BLOCK_N)\n"
-        "        k = tl.load(k_ptr + cols[:, None] * stride_kn + offs_d[None, :] * stride_kd)\n"
-        "        v = tl.load(v_ptr + cols[:, None] * stride_vn + offs_d[None, :] * stride_vd)\n"
-        "        visible = cols[None, :] < N\n"
-    )))  # fmt: skip
+    text = edit(
+        sk.text,
+        ("    lo = 0\n", '    lo = 0\n    _ = """\n'),
+        (
+            closing,
+            closing
+            + (
+                '    """\n'
+                "    for n1 in range(lo, hi, BLOCK_N):\n"
+                "        cols = n1 + tl.arange(0, BLOCK_N)\n"
+                "        k = tl.load(k_ptr + cols[:, None] * stride_kn + offs_d[None, :] * stride_kd)\n"
+                "        v = tl.load(v_ptr + cols[:, None] * stride_vn + offs_d[None, :] * stride_vd)\n"
+                "        visible = cols[None, :] < N\n"
+            ),
+        ),
+    )
     ast.parse(text)
-    covered = code_lines(sk.text, line_of(sk.text, "for n0 in range(lo, hi"),
-                         line_of(sk.text, "visible = col_ok[None, :] &"))  # fmt: skip
+    covered = code_lines(
+        sk.text,
+        line_of(sk.text, "for n0 in range(lo, hi"),
+        line_of(sk.text, "visible = col_ok[None, :] &"),
+    )
     assert skeletons.check(sk, text).lines == covered
 
 
@@ -136,14 +156,16 @@ def test_given_code_indented_under_an_inserted_if_is_an_edit():
     given = "    p1 = tl.max(rest, axis=0)\n    i1 = tl.argmax(rest, axis=0)\n"
     text = edit(text, (given, given.replace("    ", "        ")))
     ast.parse(text)
-    assert skeletons.check(sk, text).lines == [line_of(sk.text, "p1 = tl.max"),
-                                               line_of(sk.text, "i1 = tl.argmax")]  # fmt: skip
+    assert skeletons.check(sk, text).lines == [
+        line_of(sk.text, "p1 = tl.max"),
+        line_of(sk.text, "i1 = tl.argmax"),
+    ]
 
 
 def test_an_else_taken_over_by_an_inserted_header_is_an_edit():
     """04's causal-stages region ends just before the given ``else:`` of ``if CAUSAL:``."""
     sk, text = skeletons.pristine(S04), solution(S04)
-    stage2 = "qk_scale, BLOCK_N, DIAGONAL, TMA)  # fmt: skip\n"
+    stage2 = "            DIAGONAL,\n            TMA,\n        )\n"
     stolen = edit(text, (stage2, stage2 + "    if False:\n        pass\n"))
     ast.parse(stolen)  # the non-causal stages now run after every causal kernel too
     given_else = line_of(sk.text, "# Whole key tiles without a mask") - 1
@@ -163,7 +185,7 @@ def test_reformatting_and_comments_outside_the_regions_are_not_edits():
             "    tl.store(\n        out_ptrs, out,\n        mask=row_ok[:, None] & d_ok[None, :]\n    )\n",
         ),
     )
-    text = text.replace('float("-inf")', "float('-inf')")  # fmt: skip
+    text = text.replace('float("-inf")', "float('-inf')")
     integrity = skeletons.check(sk, text)
     assert integrity.ok, integrity.diff
     assert screen.screen(sk, text, integrity) == []
@@ -197,6 +219,7 @@ def test_a_file_that_does_not_tokenize_is_compared_by_lines():
 # ---- rule 2: TODO regions hold Triton code ------------------------------------------------------
 
 
+# fmt: off
 @pytest.mark.parametrize(("code", "named"), [
     ("_ = sys._getframe(1)", "`sys`"),
     ('_ = __import__("os")', "`__import__`"),
@@ -211,7 +234,8 @@ def test_a_file_that_does_not_tokenize_is_compared_by_lines():
     ("raw = q.handle.data", "`handle`"),
     ("_ = host.launch_attention", "`host`"),
     ("_ = torch.zeros(1)", "`torch`"),
-])  # fmt: skip
+])
+# fmt: on
 def test_region_code_outside_the_allowlist_is_flagged(code, named):
     sk = skeletons.pristine(S02)
     text = gallery.fill(sk, {"causal-mask": ("hi = N", f"{CAUSAL_MASK}\n{code}")})
@@ -226,7 +250,7 @@ def test_a_dunder_in_a_region_reads_as_the_issue_says():
     line = line_of(text, "visible.__class__")
     assert screen.todo_allowlist(sk, text) == [screen.Finding(line, TODO_ALLOWLIST, (
         f"line {line} (in TODO(causal-mask)): `__class__` is not allowed inside a kernel: "
-        "a TODO region holds Triton code only"))]  # fmt: skip
+        "a TODO region holds Triton code only"))]
 
 
 def test_region_code_within_the_allowlist_is_not_flagged():
@@ -235,7 +259,7 @@ def test_region_code_within_the_allowlist_is_not_flagged():
         "hi = tl.minimum(N, (pid_m + 1) * BLOCK_M)\nhi = max(hi, min(N, BLOCK_N))",
         f"{CAUSAL_MASK}\nlast = float(abs(int(n0)))\nfor j in range(0, 1):\n"
         "    visible = visible & (offs_n[None, :] <= last + j)\nprint(len(visible.shape))",
-    )})  # fmt: skip
+    )})
     assert skeletons.check(sk, text).ok
     assert screen.screen(sk, text) == []
     # 04's region calls a jit helper and reads a tl.constexpr global of the file.
@@ -274,7 +298,7 @@ def test_a_triton_copy_of_an_answer_computed_by_torch_is_flagged():
         "    ref = (q.float() @ k.float().T).softmax(-1) @ v.float()\n"
         "    out = torch.empty_like(ref)\n"
         "    _copy[(1,)](ref, out, ref.numel(), BLOCK=triton.next_power_of_2(ref.numel()))\n"
-        "    return out\n")))  # fmt: skip
+        "    return out\n")))
     line = line_of(text, "ref = (q.float()")
     assert found(findings, NON_TRITON_PATH, line, "`.softmax()`")
     assert found(findings, NON_TRITON_PATH, line, "`@`")
@@ -285,12 +309,12 @@ def test_patching_a_module_the_kernel_file_imports_is_flagged():
     for target in ("host.launch_attention", "triton.compile", "tl.dot"):
         findings, text = cheat((LAUNCH, LAUNCH + f"\n\n{target} = print\n"))
         assert found(findings, NON_TRITON_PATH, line_of(text, f"{target} = print"),
-                     f"assigning `{target}`"), target  # fmt: skip
+                     f"assigning `{target}`"), target
 
 
 def test_an_exit_hook_is_flagged():
     findings, text = cheat((IMPORTS, IMPORTS + "import atexit\n"),
-                           (LAUNCH, LAUNCH + "\n\natexit.register(print, 'bye')\n"))  # fmt: skip
+                           (LAUNCH, LAUNCH + "\n\natexit.register(print, 'bye')\n"))
     assert found(findings, NON_TRITON_PATH, line_of(text, "import atexit"), "`import atexit` added")
     assert found(findings, NON_TRITON_PATH, line_of(text, "atexit.register"), "`atexit`")
 
@@ -300,7 +324,7 @@ def test_outputs_cached_by_data_pointer_are_flagged():
         "    key = (q.data_ptr(), k.data_ptr(), v.data_ptr())\n"
         "    if key not in _cache:\n"
         "        _cache[key] = host.launch_attention(flash_attn_kernel, q, k, v)\n"
-        "    return _cache[key]\n")))  # fmt: skip
+        "    return _cache[key]\n")))
     assert found(findings, NON_TRITON_PATH, line_of(text, "key = (q.data_ptr()"), "`.data_ptr()`")
     assert found(findings, NON_TRITON_PATH, line_of(text, "if key not in _cache"), "`_cache`")
     assert found(findings, NON_TRITON_PATH, line_of(text, "_cache[key] = host"), "writing")
@@ -323,11 +347,13 @@ def test_python_accumulating_in_host_code_is_flagged():
     assert len(walrus) == 2
 
 
+# fmt: off
 @pytest.mark.parametrize(("added", "probe", "named"), [
     ("", "    if 'pytest' in sys.modules:\n        q = q * 0\n", "`sys`"),
     ("import os\n", "    if os.environ.get('KATA_GRADER'):\n        q = q * 0\n", "`os`"),
     ("import inspect\n", "    if len(inspect.stack()) > 9:\n        q = q * 0\n", "`inspect`"),
-])  # fmt: skip
+])
+# fmt: on
 def test_detecting_the_grader_is_flagged(added, probe, named):
     findings, text = cheat((IMPORTS, IMPORTS + added), (LAUNCH, probe + LAUNCH))
     assert found(findings, NON_TRITON_PATH, line_of(text, probe.split("\n")[0]), named)
@@ -335,10 +361,11 @@ def test_detecting_the_grader_is_flagged(added, probe, named):
 
 def test_python_in_a_kernel_outside_the_regions_is_flagged():
     findings, text = cheat(("    pid_m = tl.program_id(0)\n",
-                            "    pid_m = tl.program_id(0)\n    _ = sys.getrefcount(q_ptr)\n"))  # fmt: skip
+                            "    pid_m = tl.program_id(0)\n    _ = sys.getrefcount(q_ptr)\n"))
     assert found(findings, NON_TRITON_PATH, line_of(text, "sys.getrefcount"), "`sys`")
 
 
+# fmt: off
 @pytest.mark.parametrize("pairs", [
     # a renamed local variable in the kernel, outside the region
     (("scores", "s"),),
@@ -360,7 +387,8 @@ def test_python_in_a_kernel_outside_the_regions_is_flagged():
       "    sys.exit(examples.flash_attention_example(flash_attention))"),),
     # a comment
     (("    pid_m = tl.program_id(0)\n", "    # note\n    pid_m = tl.program_id(0)\n"),),
-])  # fmt: skip
+])
+# fmt: on
 def test_benign_edits_of_given_code_open_no_path(pairs):
     sk = skeletons.pristine(S01)
     text = solution(S01)
@@ -380,7 +408,7 @@ def test_a_worked_example_only_main_calls_is_not_judged():
     check = "    if int(window) < 1:\n"
     text = edit(solution(S06), (check, "    torch.manual_seed(1)\n" + check))
     assert found(screen.non_triton_path(sk, text), NON_TRITON_PATH,
-                 line_of(text, "torch.manual_seed(1)"), "`torch.manual_seed`")  # fmt: skip
+                 line_of(text, "torch.manual_seed(1)"), "`torch.manual_seed`")
 
 
 def test_bare_new_imports_of_math_and_torch_are_allowed_others_are_not():

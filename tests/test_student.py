@@ -39,17 +39,38 @@ def test_noxfile_passes_how_nox_was_started():
 
 
 def _check(status, trap=None, message="m", todo="rescale-acc"):
-    return CheckResult(id=f"c-{status}", todo=todo, status=status, points=0, max_points=10,
-                       trap=trap, message=message)  # fmt: skip
+    return CheckResult(
+        id=f"c-{status}",
+        todo=todo,
+        status=status,
+        points=0,
+        max_points=10,
+        trap=trap,
+        message=message,
+    )
 
 
 def _report(target, *exercises):
-    return Report(str(target), "interpreter: cpu", {}, list(exercises), 1.0)
+    return Report(
+        target=str(target),
+        device="interpreter: cpu",
+        versions={},
+        exercises=list(exercises),
+        duration_s=1.0,
+    )
 
 
 def _exercise(checks, error=None, file=f"/nowhere/{E01.filename}", **kw):
-    return ExerciseResult(E01.stem, file, "core", 0, 25, checks, error=error,
-                          **kw)  # fmt: skip
+    return ExerciseResult(
+        id=E01.stem,
+        file=file,
+        track="core",
+        score=0,
+        max_score=25,
+        checks=checks,
+        error=error,
+        **kw,
+    )
 
 
 def _printed(report, advice=True, tty_width=None, monkeypatch=None) -> str:
@@ -77,8 +98,10 @@ def test_stuck_advice_only_after_a_wrong_answer(monkeypatch, tmp_path):
 
 
 def test_summary_fits_a_narrow_terminal(monkeypatch, tmp_path):
-    checks = [_check("failed", "acc-not-rescaled", message="word " * 60),
-              _check("blocked", "reference-not-running-max")]  # fmt: skip
+    checks = [
+        _check("failed", "acc-not-rescaled", message="word " * 60),
+        _check("blocked", "reference-not-running-max"),
+    ]
     report = _report(tmp_path, _exercise(checks))
     for width in (44, 60):
         out = _printed(report, tty_width=width, monkeypatch=monkeypatch)
@@ -91,8 +114,15 @@ def test_summary_fits_a_narrow_terminal(monkeypatch, tmp_path):
 def test_interpreter_says_timing_was_skipped(tmp_path):
     from grader.run import timing
 
-    ex = ExerciseResult(E04.stem, E04.filename, "performance", 50, 50, [],
-                        performance=timing.score(None, True))  # fmt: skip
+    ex = ExerciseResult(
+        id=E04.stem,
+        file=E04.filename,
+        track="performance",
+        score=50,
+        max_score=50,
+        checks=[],
+        performance=timing.score(None, True),
+    )
     out = _printed(_report(tmp_path, ex))
     assert "Performance: not timed (timing needs a CUDA GPU" in out and "0/10" not in out
 
@@ -103,8 +133,10 @@ def test_hint_without_an_argument_picks_the_exercise_you_are_on(monkeypatch, cap
     monkeypatch.setattr(progress, "REPORTS", (score,))
     assert hints.main([]) == 0  # never graded: the first exercise
     assert f"Hints for {E01.stem}" in capsys.readouterr().out
-    exercises = [{"id": ex.stem, "score": ex.points if ex.number == "01" else 0,
-                  "max_score": ex.points} for ex in catalogue.EXERCISE_LIST]  # fmt: skip
+    exercises = [
+        {"id": ex.stem, "score": ex.points if ex.number == "01" else 0, "max_score": ex.points}
+        for ex in catalogue.EXERCISE_LIST
+    ]
     score.write_text(json.dumps({"target": str(catalogue.EXERCISES), "exercises": exercises}))
     assert hints.main([]) == 0
     out = capsys.readouterr().out
@@ -134,9 +166,23 @@ def test_grader_finds_files_below_the_target(tmp_path):
     deep = tmp_path / "student" / "exercises"
     deep.mkdir(parents=True)
     (deep / E03.filename).write_text((catalogue.SOLUTIONS / E03.filename).read_text())
-    done = subprocess.run([sys.executable, "-m", "grader", "03", "--target",
-                           str(tmp_path / "student"), "--report", str(tmp_path / "s.json")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            "03",
+            "--target",
+            str(tmp_path / "student"),
+            "--report",
+            str(tmp_path / "s.json"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert f"grading {deep}" in done.stderr
     assert json.loads((tmp_path / "s.json").read_text())["score"] == 50
@@ -151,15 +197,29 @@ def test_a_kernel_file_run_by_a_python_without_torch(tmp_path):
     python = bare / "bin" / "python"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KATA_REEXEC")}
     script = str(catalogue.EXERCISES / E01.filename)
-    refused = subprocess.run([str(python), script], cwd=ROOT, capture_output=True, text=True,
-                             env={**env, "KATA_REEXEC": "1"}, timeout=120, check=False)  # fmt: skip
+    refused = subprocess.run(
+        [str(python), script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**env, "KATA_REEXEC": "1"},
+        timeout=120,
+        check=False,
+    )
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     (line,) = refused.stderr.strip().splitlines()
     assert f"{E01.filename} needs torch" in line and "-s run -- 01`" in line
     if not (ROOT / ".nox" / "kata" / "bin" / "python").exists():
         pytest.skip("no .nox/kata here to rerun the file with")
-    rerun = subprocess.run([str(python), script], cwd=ROOT, capture_output=True, text=True,
-                           env=env, timeout=600, check=False)  # fmt: skip
+    rerun = subprocess.run(
+        [str(python), script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
     assert f"running {E01.filename} with .nox/kata/bin/python" in rerun.stderr
     assert "21.1 flash attention core" in rerun.stdout  # the worked example ran
 

@@ -83,20 +83,45 @@ def write_gradebook(rows: list[Row], out: Path) -> Path:
     stems = [ex.stem for ex in EXERCISE_LIST]
     with open(path, "w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["student", "score", "max_score", *stems, "traps", *dashboard.TRAP_HEADER,
-                         "integrity", "status", "note"])  # fmt: skip
+        writer.writerow(
+            [
+                "student",
+                "score",
+                "max_score",
+                *stems,
+                "traps",
+                *dashboard.TRAP_HEADER,
+                "integrity",
+                "status",
+                "note",
+            ]
+        )
         for row in rows:
             traps = dashboard.trap_columns(row.report)
             if row.report is None:
-                writer.writerow([row.student, "", "", *[""] * len(stems), "", *traps, "",
-                                 row.status, row.note])  # fmt: skip
+                writer.writerow(
+                    [row.student, "", "", *[""] * len(stems), "", *traps, "", row.status, row.note]
+                )
                 continue
             per = {e["id"]: e["score"] for e in row.report["exercises"]}
-            edited = [e["id"][:2] for e in row.report["exercises"]
-                      if (e.get("integrity") or {}).get("ok") is False]  # fmt: skip
-            writer.writerow([row.student, row.report["score"], row.report["max_score"],
-                             *[per.get(s, "") for s in stems], ";".join(row.report["traps"]),
-                             *traps, ";".join(edited), row.status, row.note])  # fmt: skip
+            edited = [
+                e["id"][:2]
+                for e in row.report["exercises"]
+                if (e.get("integrity") or {}).get("ok") is False
+            ]
+            writer.writerow(
+                [
+                    row.student,
+                    row.report["score"],
+                    row.report["max_score"],
+                    *[per.get(s, "") for s in stems],
+                    ";".join(row.report["traps"]),
+                    *traps,
+                    ";".join(edited),
+                    row.status,
+                    row.note,
+                ]
+            )
     return path
 
 
@@ -115,38 +140,71 @@ def finish(out: Path) -> Path:
     return book
 
 
-SLURM_ONLY = ("partition", "gpus_per_task", "max_parallel", "time", "mem_gb", "account",
-              "sbatch_arg")  # fmt: skip
+SLURM_ONLY = (
+    "partition",
+    "gpus_per_task",
+    "max_parallel",
+    "time",
+    "mem_gb",
+    "account",
+    "sbatch_arg",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nox -s batch --", description="Grade every student folder.")
     p.add_argument("--submissions", type=Path, help="one subfolder per student")
     p.add_argument("--out", type=Path, required=True, help="where reports and gradebook.csv go")
-    p.add_argument("--engine", choices=("local", "slurm"), default="local",
-                   help="local: this machine (default); slurm: one Slurm array task per student")  # fmt: skip
+    p.add_argument(
+        "--engine",
+        choices=("local", "slurm"),
+        default="local",
+        help="local: this machine (default); slurm: one Slurm array task per student",
+    )
     p.add_argument("--force", action="store_true", help="regrade students already graded")
     p.add_argument("--device", choices=("auto", "cuda", "interpreter"), default="auto")
     p.add_argument("--timeout", type=float, help="seconds per exercise for a submission")
-    p.add_argument("--gather", action="store_true",
-                   help="grade nothing: write the gradebook from what OUT holds (after --emit-sbatch)")  # fmt: skip
+    p.add_argument(
+        "--gather",
+        action="store_true",
+        help="grade nothing: write the gradebook from what OUT holds (after --emit-sbatch)",
+    )
     local_ = p.add_argument_group("local engine")
-    local_.add_argument("--jobs", type=int,
-                        help="students graded at once (default: GPUs, else CPU cores)")  # fmt: skip
+    local_.add_argument(
+        "--jobs", type=int, help="students graded at once (default: GPUs, else CPU cores)"
+    )
     s = p.add_argument_group("slurm engine (and --emit-sbatch)")
-    s.add_argument("--emit-sbatch", type=Path, metavar="FILE",
-                   help="write an sbatch array script to submit by hand, instead of submitting")  # fmt: skip
+    s.add_argument(
+        "--emit-sbatch",
+        type=Path,
+        metavar="FILE",
+        help="write an sbatch array script to submit by hand, instead of submitting",
+    )
     s.add_argument("--partition", help="Slurm partition (default: the cluster's default)")
-    s.add_argument("--gpus-per-task", type=int,
-                   help="GPUs per student (default: 1, or 0 with --device interpreter)")  # fmt: skip
-    s.add_argument("--max-parallel", type=int, default=8,
-                   help="array tasks running at once (default: 8)")  # fmt: skip
-    s.add_argument("--time", type=int, default=30, metavar="MIN",
-                   help="time limit per student, in minutes (default: 30)")  # fmt: skip
+    s.add_argument(
+        "--gpus-per-task",
+        type=int,
+        help="GPUs per student (default: 1, or 0 with --device interpreter)",
+    )
+    s.add_argument(
+        "--max-parallel", type=int, default=8, help="array tasks running at once (default: 8)"
+    )
+    s.add_argument(
+        "--time",
+        type=int,
+        default=30,
+        metavar="MIN",
+        help="time limit per student, in minutes (default: 30)",
+    )
     s.add_argument("--mem-gb", type=float, help="memory per task (default: the partition's)")
     s.add_argument("--account", help="Slurm account to charge")
-    s.add_argument("--sbatch-arg", action="append", default=[], metavar="--OPTION=VALUE",
-                   help="any other sbatch option, e.g. --sbatch-arg=--qos=short (repeatable)")  # fmt: skip
+    s.add_argument(
+        "--sbatch-arg",
+        action="append",
+        default=[],
+        metavar="--OPTION=VALUE",
+        help="any other sbatch option, e.g. --sbatch-arg=--qos=short (repeatable)",
+    )
     return p
 
 
@@ -188,20 +246,49 @@ def main(argv: list[str] | None = None) -> int:
         gpus = args.gpus_per_task
         if gpus is None:
             gpus = 0 if args.device == "interpreter" else 1
-        opts = slurm.Options(args.partition, gpus, args.max_parallel, args.time, args.mem_gb,
-                             args.account, tuple(args.sbatch_arg), args.device)  # fmt: skip
+        opts = slurm.Options(
+            args.partition,
+            gpus,
+            args.max_parallel,
+            args.time,
+            args.mem_gb,
+            args.account,
+            tuple(args.sbatch_arg),
+            args.device,
+        )
         inner, where = opts.cpus, "one Slurm array task per student"
-        local_ = slurm.local_paths({"OUT": out, "the submissions": args.submissions,
-                                    "this checkout": ROOT, "Python": Path(sys.executable)})  # fmt: skip
+        local_ = slurm.local_paths(
+            {
+                "OUT": out,
+                "the submissions": args.submissions,
+                "this checkout": ROOT,
+                "Python": Path(sys.executable),
+            }
+        )
         if local_:
-            print(f"note: usually node-local, but the nodes must see them: {'; '.join(local_)} "
-                  f"({slurm.SHARED_HINT})", file=sys.stderr)  # fmt: skip
+            print(
+                f"note: usually node-local, but the nodes must see them: {'; '.join(local_)} "
+                f"({slurm.SHARED_HINT})",
+                file=sys.stderr,
+            )
     else:
         slots, inner, where = local.plan(args.device, args.jobs)
         where = f"{len(slots)} worker(s) on {where}"
-    print(f"{len(students)} student(s) in {args.submissions}: grading {len(todo)}, "
-          f"{skipped} already graded; {where}; grader {version}")  # fmt: skip
-    tasks = [Task(s, str(students[s]), str(out), args.device, inner, args.timeout) for s in todo]
+    print(
+        f"{len(students)} student(s) in {args.submissions}: grading {len(todo)}, "
+        f"{skipped} already graded; {where}; grader {version}"
+    )
+    tasks = [
+        Task(
+            student=s,
+            target=str(students[s]),
+            out=str(out),
+            device=args.device,
+            jobs=inner,
+            timeout=args.timeout,
+        )
+        for s in todo
+    ]
     if not (slurm_mode and not args.emit_sbatch):  # the Slurm engine clears once sbatch took it
         for task in tasks:
             clear(out, task.student)
@@ -212,9 +299,11 @@ def main(argv: list[str] | None = None) -> int:
             print("nothing to grade (--force regrades everyone)")
         else:
             script, manifest = slurm.emit(tasks, out, opts, args.emit_sbatch.resolve())
-            print(f"wrote {script} ({len(tasks)} array task(s)) and {manifest}\n"
-                  f"submit it with: sbatch {script}\n"
-                  f"when it is over: nox -s batch -- --gather --out {out}")  # fmt: skip
+            print(
+                f"wrote {script} ({len(tasks)} array task(s)) and {manifest}\n"
+                f"submit it with: sbatch {script}\n"
+                f"when it is over: nox -s batch -- --gather --out {out}"
+            )
             return 0
     elif tasks and slurm_mode:
         code = slurm.run(tasks, out, opts)

@@ -21,8 +21,12 @@ from grader.report import svg
 from grader.report.records import zeroed
 
 # Messages that mean the grader, not the submission, failed (grader.run.runner, grader.judge.plugin).
-INFRASTRUCTURE = ("the grader's checks did not run", "grader error", "grader self-check",
-                  "the grader could not run this check")  # fmt: skip
+INFRASTRUCTURE = (
+    "the grader's checks did not run",
+    "grader error",
+    "grader self-check",
+    "the grader could not run this check",
+)
 
 
 @dataclass
@@ -106,8 +110,10 @@ def write_pages(rows: list, out: Path, title: str) -> Path | None:
             try:
                 html.write(html.from_json(row.report), out / row.student / "score.html")
             except Exception as exc:  # noqa: BLE001  (a page is a view; the score stands)
-                print(f"batch: {row.student}: no score.html ({type(exc).__name__}: {exc})",
-                      file=sys.stderr)  # fmt: skip
+                print(
+                    f"batch: {row.student}: no score.html ({type(exc).__name__}: {exc})",
+                    file=sys.stderr,
+                )
     path = out / "class.html"
     try:
         path.write_text(render(students(rows), title), encoding="utf-8")
@@ -128,15 +134,27 @@ def summary(students: list[Student]) -> dict:
     for s in graded:
         for ex in s.report.get("exercises", []):
             if ex.get("integrity") and not ex["integrity"].get("ok", True):
-                integrity.append({"student": s.name, "exercise": ex["id"],
-                                  "lines": ex["integrity"].get("lines", []),
-                                  "zeroed": bool(zeroed(ex["integrity"]))})  # fmt: skip
+                integrity.append(
+                    {
+                        "student": s.name,
+                        "exercise": ex["id"],
+                        "lines": ex["integrity"].get("lines", []),
+                        "zeroed": bool(zeroed(ex["integrity"])),
+                    }
+                )
             for c in ex.get("checks", []):
-                row = checks.setdefault((ex["id"], c["id"]), {
-                    "exercise": ex["id"], "check": c["id"], "passed": 0, "graded": 0,
-                    "note": c.get("todo") is None, "hidden": c.get("hidden", True),
-                    "traps": {},
-                })  # fmt: skip
+                row = checks.setdefault(
+                    (ex["id"], c["id"]),
+                    {
+                        "exercise": ex["id"],
+                        "check": c["id"],
+                        "passed": 0,
+                        "graded": 0,
+                        "note": c.get("todo") is None,
+                        "hidden": c.get("hidden", True),
+                        "traps": {},
+                    },
+                )
                 row["graded"] += 1
                 row["passed"] += c.get("status") == "passed"
                 if c.get("trap"):
@@ -167,7 +185,16 @@ def render(students: list[Student], title: str) -> str:
     scores = [s.report["score"] for s in graded]
     chart = svg.histogram(scores, top) if graded else None
     mean = sum(scores) / len(scores) if scores else 0.0
-    return environment().get_template("class.html.j2").render(
-        title=title, students=students, n=numbers, chart=chart, mean=mean, top=top,
-        median=sorted(scores)[len(scores) // 2] if scores else 0,
-    )  # fmt: skip
+    return (
+        environment()
+        .get_template("class.html.j2")
+        .render(
+            title=title,
+            students=students,
+            n=numbers,
+            chart=chart,
+            mean=mean,
+            top=top,
+            median=sorted(scores)[len(scores) // 2] if scores else 0,
+        )
+    )

@@ -99,13 +99,18 @@ def run(check: Check, spec, submission) -> None:
     except CheckFailed as exc:
         # Blocked while the required TODO's checks fail; a required check that is itself
         # blocked (waiting on this one's TODO) leaves this failure standing.
-        waiting = [c.id for c in spec.checks_for(check.requires)
-                   if submission.verdicts.get(c.id) in ("failed", "error")]  # fmt: skip
+        waiting = [
+            c.id
+            for c in spec.checks_for(check.requires)
+            if submission.verdicts.get(c.id) in ("failed", "error")
+        ]
         if check.requires and waiting:
             submission.verdicts[check.id] = "blocked"
-            raise CheckBlocked(f"cannot be judged until TODO({check.requires}) works "
-                               f"({', '.join(waiting)} did not pass): {exc.message}",
-                               exc.trap) from None  # fmt: skip
+            raise CheckBlocked(
+                f"cannot be judged until TODO({check.requires}) works "
+                f"({', '.join(waiting)} did not pass): {exc.message}",
+                exc.trap,
+            ) from None
         submission.verdicts[check.id] = "failed"
         raise
     except CheckBlocked:
@@ -143,8 +148,11 @@ def _failure_figures(check: Check, submission, judge, case: Case, got: Output) -
 
 def _says_something(got: Output) -> bool:
     """Whether some float output holds a finite value (written by the kernel)."""
-    floats = [np.asarray(v) for k, v in got.items() if not k.endswith(".unwritten")
-              and not k.startswith("idx")]  # fmt: skip
+    floats = [
+        np.asarray(v)
+        for k, v in got.items()
+        if not k.endswith(".unwritten") and not k.startswith("idx")
+    ]
     return not floats or any(np.isfinite(v).any() for v in floats)
 
 

@@ -93,11 +93,20 @@ def _attention(judge, case: Case, got: Output) -> dict:
     bins = [float(per_row[i : i + step].max()) for i in range(0, rows, step)]
     bad = compare.bad_mask(out, want, judge.tol("out", case))
     return {
-        "kind": "attention", "case": case.name, "hidden": case.hidden, "shape": shape,
-        "block_m": case.block_m, "block_n": case.block_n, "causal": case.causal,
-        "bad_values": int(bad.sum()), "values": int(bad.size), "rows": rows, "row_step": step,
-        "row_error": [_num(b) for b in bins], "keys": N,
-    }  # fmt: skip
+        "kind": "attention",
+        "case": case.name,
+        "hidden": case.hidden,
+        "shape": shape,
+        "block_m": case.block_m,
+        "block_n": case.block_n,
+        "causal": case.causal,
+        "bad_values": int(bad.sum()),
+        "values": int(bad.size),
+        "rows": rows,
+        "row_step": step,
+        "row_error": [_num(b) for b in bins],
+        "keys": N,
+    }
 
 
 def _valid(idx: np.ndarray, E: int) -> list[int | None]:
@@ -126,12 +135,17 @@ def _gating(judge, case: Case, got: Output) -> dict:
     tokens = sorted(wrong + others)
     t = np.asarray(tokens, np.int64)
     return {
-        "kind": "gating", "case": case.name, "hidden": case.hidden, "shape": {"M": M, "E": E},
-        "bad_tokens": int(bad.sum()), "tokens": tokens,
+        "kind": "gating",
+        "case": case.name,
+        "hidden": case.hidden,
+        "shape": {"M": M, "E": E},
+        "bad_tokens": int(bad.sum()),
+        "tokens": tokens,
         "chosen": [list(p) for p in zip(_valid(i0[t], E), _valid(i1[t], E))],
         "expected": [[int(a), int(b)] for a, b in zip(j0[t], j1[t])],
-        "weight_sum": [_num(s) for s in w_sum[t]], "expected_sum": 1.0,
-    }  # fmt: skip
+        "weight_sum": [_num(s) for s in w_sum[t]],
+        "expected_sum": 1.0,
+    }
 
 
 def failure(judge, case: Case, got: Output) -> dict:
@@ -160,8 +174,13 @@ def probe_case(causal: bool) -> Case:
         "k": k.astype(np.float32),
         "v": np.eye(n, dtype=np.float32),
     }
-    return Case(name="__probe__", about="the picture's probe: v = identity", inputs=inputs,
-                causal=causal, hidden=False)  # fmt: skip
+    return Case(
+        name="__probe__",
+        about="the picture's probe: v = identity",
+        inputs=inputs,
+        causal=causal,
+        hidden=False,
+    )
 
 
 LEVELS = 9  # probe errors: "." within tolerance, "1".."9" on a log scale, "x" NaN/inf/unwritten
@@ -189,7 +208,12 @@ def probe_details(case: Case, got: Output) -> dict:
         ]
         rows.append("".join(chars))
     return {
-        "rows": int(err.shape[0]), "keys": int(err.shape[1]), "block_m": case.block_m,
-        "block_n": case.block_n, "causal": case.causal, "tolerance": tol,
-        "max_error": _num(finite.max()) if finite.size else None, "levels": rows,
-    }  # fmt: skip
+        "rows": int(err.shape[0]),
+        "keys": int(err.shape[1]),
+        "block_m": case.block_m,
+        "block_n": case.block_n,
+        "causal": case.causal,
+        "tolerance": tol,
+        "max_error": _num(finite.max()) if finite.size else None,
+        "levels": rows,
+    }

@@ -57,13 +57,15 @@ def _compilation_line(exc: BaseException, file: str) -> int | None:
 
 
 # Known causes -> what to do instead (one line, no code). Matched against Triton's messages.
+# fmt: off
 ADVICE = (
     ("unsupported AST node type: Continue", "`continue` does not compile: bound the loop instead, so it stops at the last tile it needs"),
     ("unsupported AST node type: Break", "`break` does not compile: bound the loop instead, so it stops at the last tile it needs"),
     ("Input shapes should have M >= 16", "a compiled tl.dot needs every block dimension >= 16: pad the block (e.g. BLOCK_D) up to 16"),
     ("equal reduction dimensions", "tl.dot's inner dimensions differ: (M, K) @ (K, N); check which operand needs tl.trans"),
     ("arange's arguments must be of type tl.constexpr", "block sizes must be `tl.constexpr` parameters (tl.arange needs compile-time bounds)"),
-)  # fmt: skip
+)
+# fmt: on
 
 
 def advice(text: str) -> str | None:

@@ -47,9 +47,11 @@ class OutputJudge(Judge):
         d = want.shape[-1]
         unwritten = got.get("out.unwritten")
         return compare.matrix_evidence(
-            got["out"].reshape(-1, d), want.reshape(-1, d), self.tol("out", case),
+            got["out"].reshape(-1, d),
+            want.reshape(-1, d),
+            self.tol("out", case),
             None if unwritten is None else unwritten.reshape(-1, d),
-        )  # fmt: skip
+        )
 
 
 def index_evidence(case: Case, got: Output) -> str | None:
@@ -148,9 +150,12 @@ class WeightsJudge(Judge):
         for key in self.keys:
             unwritten = got.get(f"{key}.unwritten")
             problem = compare.vector_evidence(
-                np.where(ok, got[key], want[key]), want[key], self.tol(key, case), key,
+                np.where(ok, got[key], want[key]),
+                want[key],
+                self.tol(key, case),
+                key,
                 None if unwritten is None else unwritten & ok,
-            )  # fmt: skip
+            )
             if problem:
                 skipped = int((~ok).sum())
                 note = f" ({skipped} tokens with a repeated or invalid expert not judged)"
@@ -169,9 +174,11 @@ class TwinJudge(Judge):
                 bad = np.flatnonzero(got[key] != twin[key])
                 if bad.size:
                     t = int(bad[0])
-                    return (f"{key} differs from the kernel's own answer on plain inputs for "
-                            f"{bad.size} tokens; first at token {t}: {got[key][t]} vs "
-                            f"{twin[key][t]}")  # fmt: skip
+                    return (
+                        f"{key} differs from the kernel's own answer on plain inputs for "
+                        f"{bad.size} tokens; first at token {t}: {got[key][t]} vs "
+                        f"{twin[key][t]}"
+                    )
                 continue
             want = twin[key].reshape(len(twin[key]), -1).astype(np.float64)
             problem = compare.matrix_evidence(

@@ -104,6 +104,10 @@ class KataPlugin:
         elif isinstance(exc, checking.GraderError):
             meta.update(status="error", trap=None, message=str(exc), grader_fault=True)
         else:
-            meta.update(status="error", trap=None, grader_fault=True,
-                        message=f"grader error: {type(exc).__name__}: {exc}")  # fmt: skip
+            meta.update(
+                status="error",
+                trap=None,
+                grader_fault=True,
+                message=f"grader error: {type(exc).__name__}: {exc}",
+            )
         return meta

@@ -572,6 +572,7 @@ DIAGONAL_STAGE_MISSING = Trap(
     invariant="Every query row visits every key up to its own position, the diagonal tile included.",
 )
 
+# fmt: off
 TRAPS: dict[str, Trap] = {
     t.id: t
     for t in (
@@ -581,4 +582,5 @@ TRAPS: dict[str, Trap] = {
         EXP2_CONSTANT_WRONG, DIAGONAL_STAGE_MISSING,
         WINDOW_IGNORED, WINDOW_OFF_BY_ONE,
     )
-}  # fmt: skip
+}
+# fmt: on

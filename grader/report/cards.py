@@ -39,10 +39,14 @@ def fields(ex: ExerciseResult, check: CheckResult, hint: str | None = None) -> d
         title, number = "", ex.id[:2]
     trap = TRAPS.get(check.trap) if check.trap else None
     return {
-        "trap": trap, "invariant": trap.invariant if trap else "",
-        "todo": check.todo, "todo_title": title, "todo_line": todo_line(ex.file, check.todo),
-        "file": Path(ex.file).name, "hint": hint or commands.nox("hint", number),
-    }  # fmt: skip
+        "trap": trap,
+        "invariant": trap.invariant if trap else "",
+        "todo": check.todo,
+        "todo_title": title,
+        "todo_line": todo_line(ex.file, check.todo),
+        "file": Path(ex.file).name,
+        "hint": hint or commands.nox("hint", number),
+    }
 
 
 def markdown(ex: ExerciseResult, check: CheckResult) -> str:

@@ -15,23 +15,27 @@ def results(report: Report) -> dict:
     tests = []
     for ex in report.exercises:
         for c in ex.checks:
-            tests.append({
-                "name": f"{ex.id}: {c.id}" + (" (note, no points)" if c.note else ""),
-                "score": c.points,
-                "max_score": c.max_points,
-                "status": "passed" if c.status == "passed" else "failed",
-                "output": cards.markdown(ex, c),
-                "output_format": "md",
-                "visibility": "visible",
-            })  # fmt: skip
+            tests.append(
+                {
+                    "name": f"{ex.id}: {c.id}" + (" (note, no points)" if c.note else ""),
+                    "score": c.points,
+                    "max_score": c.max_points,
+                    "status": "passed" if c.status == "passed" else "failed",
+                    "output": cards.markdown(ex, c),
+                    "output_format": "md",
+                    "visibility": "visible",
+                }
+            )
     found = ", ".join(report.traps) or "none"
     lines = [f"{report.score}/{report.max_score} on {report.device}; traps found: {found}"]
     for ex in report.exercises:
         if ex.integrity and not ex.integrity["ok"]:
             why = zeroed(ex.integrity)
             shown = f" (scored 0: {why})" if why else ""
-            lines.append(f"{ex.id}: changed outside its TODO regions{shown}, skeleton "
-                         f"line(s) {', '.join(map(str, ex.integrity['lines']))}")  # fmt: skip
+            lines.append(
+                f"{ex.id}: changed outside its TODO regions{shown}, skeleton "
+                f"line(s) {', '.join(map(str, ex.integrity['lines']))}"
+            )
         for finding in (ex.integrity or {}).get("findings", []):
             lines.append(f"{ex.id}: not run: {finding['message']}")
     return {

@@ -30,9 +30,12 @@ VERDICTS = {"passed": "pass", "failed": "fail", "blocked": "wait", "error": "err
 
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined,
-        trim_blocks=True, lstrip_blocks=True,
-    )  # fmt: skip
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.globals.update(verdicts=VERDICTS)
     return env
 
@@ -77,22 +80,33 @@ def pictures(check: CheckResult) -> list[tuple[str, object]]:
     found = []
     details = check.details or {}
     if details.get("probe"):
-        found.append((
-            "Your kernel's attention weights on a probe (48 queries x 48 keys, v = identity, so "
-            "output column j is the weight of key j), against the right ones. Blue lines: the "
-            "16 x 16 tiles.",
-            svg.probe_heatmap(details["probe"]),
-        ))  # fmt: skip
+        found.append(
+            (
+                "Your kernel's attention weights on a probe (48 queries x 48 keys, v = identity, so "
+                "output column j is the weight of key j), against the right ones. Blue lines: the "
+                "16 x 16 tiles.",
+                svg.probe_heatmap(details["probe"]),
+            )
+        )
     if details.get("kind") == "attention" and details.get("row_error"):
         shape = ", ".join(f"{k}={v}" for k, v in details["shape"].items())
-        found.append((f"{check.id}: where the output is wrong, row by row ({shape}).",
-                      svg.row_profile(details)))  # fmt: skip
+        found.append(
+            (
+                f"{check.id}: where the output is wrong, row by row ({shape}).",
+                svg.row_profile(details),
+            )
+        )
     if details.get("kind") == "gating":
         shape = details["shape"]
         shown = len(details["tokens"])
         more = f"; {shown} of {shape['M']} tokens shown" if shown < shape["M"] else ""
-        found.append((f"{check.id}: experts chosen and expected per token ({shape['M']} tokens x "
-                      f"{shape['E']} experts{more}).", svg.gating_grid(details)))  # fmt: skip
+        found.append(
+            (
+                f"{check.id}: experts chosen and expected per token ({shape['M']} tokens x "
+                f"{shape['E']} experts{more}).",
+                svg.gating_grid(details),
+            )
+        )
     return found
 
 
@@ -107,9 +121,13 @@ def cards(ex: ExerciseResult) -> list[dict]:
         key = f"trap:{check.trap}" if check.trap else f"check:{check.id}"
         if key not in found:
             found[key] = {
-                **cards_text.fields(ex, check), "message": check.message,
-                "status": check.status, "checks": [], "pictures": [], "hidden": False,
-            }  # fmt: skip
+                **cards_text.fields(ex, check),
+                "message": check.message,
+                "status": check.status,
+                "checks": [],
+                "pictures": [],
+                "hidden": False,
+            }
         card = found[key]
         card["checks"].append(check)
         card["hidden"] |= check.hidden
@@ -122,17 +140,31 @@ def cards(ex: ExerciseResult) -> list[dict]:
 def render(report: Report) -> str:
     exercises = []
     for ex in report.exercises:
-        exercises.append({
-            "ex": ex,
-            "rows": [{"check": c, "tolerance": tolerance(ex, c) if not c.note else "",
-                      "error": error_figure(c)} for c in ex.checks],
-            "cards": cards(ex),
-            "notes": [c for c in ex.checks if c.note and c.status != "passed"],
-        })  # fmt: skip
-    return environment().get_template("score.html.j2").render(
-        report=report, exercises=exercises, traps=TRAPS,
-        grade=commands.nox("grade"),
-    )  # fmt: skip
+        exercises.append(
+            {
+                "ex": ex,
+                "rows": [
+                    {
+                        "check": c,
+                        "tolerance": tolerance(ex, c) if not c.note else "",
+                        "error": error_figure(c),
+                    }
+                    for c in ex.checks
+                ],
+                "cards": cards(ex),
+                "notes": [c for c in ex.checks if c.note and c.status != "passed"],
+            }
+        )
+    return (
+        environment()
+        .get_template("score.html.j2")
+        .render(
+            report=report,
+            exercises=exercises,
+            traps=TRAPS,
+            grade=commands.nox("grade"),
+        )
+    )
 
 
 def write(report: Report, path: Path) -> Path:
@@ -145,29 +177,52 @@ def from_json(data: dict) -> Report:
     """A Report back from its JSON (to redraw a page without grading again)."""
     exercises = []
     for e in data["exercises"]:
-        checks = [CheckResult(**{k: c.get(k) for k in ("id", "todo", "status", "points",
-                                                       "max_points", "trap", "message")},
-                              hidden=c.get("hidden", True), details=c.get("details"))
-                  for c in e["checks"]]  # fmt: skip
-        exercises.append(ExerciseResult(
-            id=e["id"], file=e["file"], track=e.get("track", "core"), score=e["score"],
-            max_score=e["max_score"], checks=checks, duration_s=e.get("duration_s", 0.0),
-            output=e.get("output", ""), error=e.get("error"), integrity=e.get("integrity"),
-            warnings=e.get("warnings", []), performance=e.get("performance"),
-        ))  # fmt: skip
+        checks = [
+            CheckResult(
+                **{
+                    k: c.get(k)
+                    for k in ("id", "todo", "status", "points", "max_points", "trap", "message")
+                },
+                hidden=c.get("hidden", True),
+                details=c.get("details"),
+            )
+            for c in e["checks"]
+        ]
+        exercises.append(
+            ExerciseResult(
+                id=e["id"],
+                file=e["file"],
+                track=e.get("track", "core"),
+                score=e["score"],
+                max_score=e["max_score"],
+                checks=checks,
+                duration_s=e.get("duration_s", 0.0),
+                output=e.get("output", ""),
+                error=e.get("error"),
+                integrity=e.get("integrity"),
+                warnings=e.get("warnings", []),
+                performance=e.get("performance"),
+            )
+        )
     return Report(
-        target=data["target"], device=data["device"], versions=data["versions"],
-        exercises=exercises, duration_s=data["duration_s"], checkset=data.get("checkset", "hidden"),
+        target=data["target"],
+        device=data["device"],
+        versions=data["versions"],
+        exercises=exercises,
+        duration_s=data["duration_s"],
+        checkset=data.get("checkset", "hidden"),
         strict=data.get("strict", False),
-    )  # fmt: skip
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
     import json
 
-    p = argparse.ArgumentParser(prog="python -m grader.report.html",
-                                description="Draw the HTML page of a score report again.")  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="python -m grader.report.html",
+        description="Draw the HTML page of a score report again.",
+    )
     p.add_argument("report", type=Path, help="a score.json")
     p.add_argument("--out", type=Path, help="the page to write (default: beside it, .html)")
     args = p.parse_args(argv)

@@ -22,14 +22,16 @@ def zeroed(integrity: dict | None) -> str | None:
     if not integrity:
         return None
     if integrity.get("contract_zeroed"):
-        return ("its edits of given code break inputs the exercise's contract accepts (a note on "
-                "them failed)")  # fmt: skip
+        return (
+            "its edits of given code break inputs the exercise's contract accepts (a note on "
+            "them failed)"
+        )
     if integrity.get("strict_zeroed"):
         return "strict grading"
     return None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CheckResult:
     id: str
     todo: str | None  # None: a 0-point note about given code
@@ -48,7 +50,7 @@ class CheckResult:
         return self.todo is None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ExerciseResult:
     id: str  # the file stem
     file: str
@@ -72,7 +74,7 @@ class ExerciseResult:
         return list(dict.fromkeys(c.trap for c in self.checks if c.trap))
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Report:
     target: str
     device: str
@@ -100,8 +102,20 @@ class Report:
             for check in ex["checks"]:
                 if check["details"] is None:
                     del check["details"]
-        order = ["schema_version", "target", "device", "versions", "checkset", "strict", "screened", "score",
-                 "max_score", "duration_s", "traps", "exercises"]  # fmt: skip
+        order = [
+            "schema_version",
+            "target",
+            "device",
+            "versions",
+            "checkset",
+            "strict",
+            "screened",
+            "score",
+            "max_score",
+            "duration_s",
+            "traps",
+            "exercises",
+        ]
         report = {key: data[key] for key in order}
         timed = {e.id: e.performance for e in self.exercises if e.performance is not None}
         if timed:  # separate from the correctness score

@@ -89,8 +89,11 @@ class Printer:
             why = zeroed(ex.integrity)
             shown = f": scored 0 ({why})" if why else ""
             lines = ", ".join(map(str, ex.integrity["lines"][:8]))
-            self._wrapped(f"! edited outside its TODO regions (skeleton line(s) {lines}){shown}; "
-                          "the report's integrity entry has the diff", 2)  # fmt: skip
+            self._wrapped(
+                f"! edited outside its TODO regions (skeleton line(s) {lines}){shown}; "
+                "the report's integrity entry has the diff",
+                2,
+            )
         for warning in ex.warnings:
             self._wrapped(f"! {warning}", 2)
 
@@ -115,19 +118,26 @@ class Printer:
             # its timing rounds allow; then the points and the range the noise allows.
             for row in perf["shapes"]:
                 spread = row.get("speedup_range")
-                self._wrapped(f"{ex.id[:2]} {row['shape']:<36} {row['kernel_ms']:7.3f} ms  "
-                              f"x{row['speedup']:.2f}"
-                              + (f" ({spread[0]:.2f}-{spread[1]:.2f})" if spread else ""), 4)  # fmt: skip
+                self._wrapped(
+                    f"{ex.id[:2]} {row['shape']:<36} {row['kernel_ms']:7.3f} ms  "
+                    f"x{row['speedup']:.2f}"
+                    + (f" ({spread[0]:.2f}-{spread[1]:.2f})" if spread else ""),
+                    4,
+                )
             if perf.get("correct"):
                 low, high = perf.get("points_range", (perf["points"],) * 2)
                 noise = f"; {low}-{high} within the timing's spread" if low != high else ""
-                self._wrapped(f"{ex.id[:2]} {perf['points']}/{perf['max_points']} points at "
-                              f"x{perf['geomean_speedup']:.2f} vs torch (geomean){noise}", 4)  # fmt: skip
+                self._wrapped(
+                    f"{ex.id[:2]} {perf['points']}/{perf['max_points']} points at "
+                    f"x{perf['geomean_speedup']:.2f} vs torch (geomean){noise}",
+                    4,
+                )
             if perf.get("reason"):
                 self._wrapped(f"{ex.id[:2]} {perf['reason']}", 4)
 
-    def finish(self, report: Report, path: Path, gradescope: Path | None,
-               html: Path | None = None) -> None:  # fmt: skip
+    def finish(
+        self, report: Report, path: Path, gradescope: Path | None, html: Path | None = None
+    ) -> None:
         if self.quiet:
             print(f"{report.score}/{report.max_score}", file=self.stream)
             return

@@ -49,8 +49,10 @@ def _svg(width: float, height: float, body: list[str], label: str) -> Markup:
 
 
 def _text(x: float, y: float, text, anchor: str = "start", extra: str = "") -> str:
-    return (f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" {FONT} {extra}>'
-            f"{escape(str(text))}</text>")  # fmt: skip
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" {FONT} {extra}>'
+        f"{escape(str(text))}</text>"
+    )
 
 
 def _legend(x: float, y: float, tol: float, top: float, has_nan: bool) -> list[str]:
@@ -58,16 +60,21 @@ def _legend(x: float, y: float, tol: float, top: float, has_nan: bool) -> list[s
     parts = [_text(x, y - 4, "error (log scale)")]
     for i in range(40):
         err = tol * (max(top, tol * 10) / tol) ** (i / 39)
-        parts.append(f'<rect x="{x + i * 4:.1f}" y="{y:.1f}" width="4" height="10" '
-                     f'fill="{colour(err * 1.0001, tol, top)}"/>')  # fmt: skip
+        parts.append(
+            f'<rect x="{x + i * 4:.1f}" y="{y:.1f}" width="4" height="10" '
+            f'fill="{colour(err * 1.0001, tol, top)}"/>'
+        )
     parts.append(_text(x, y + 22, f"{tol:.0e} (tolerance)"))
     parts.append(_text(x + 160, y + 22, f"{max(top, tol * 10):.2g}", "end"))
-    parts.append(f'<rect x="{x:.1f}" y="{y + 30:.1f}" width="10" height="10" fill="{OK_COLOUR}" '
-                 'stroke="#999"/>')  # fmt: skip
+    parts.append(
+        f'<rect x="{x:.1f}" y="{y + 30:.1f}" width="10" height="10" fill="{OK_COLOUR}" '
+        'stroke="#999"/>'
+    )
     parts.append(_text(x + 14, y + 39, "within tolerance"))
     if has_nan:
-        parts.append(f'<rect x="{x:.1f}" y="{y + 46:.1f}" width="10" height="10" '
-                     f'fill="{NAN_COLOUR}"/>')  # fmt: skip
+        parts.append(
+            f'<rect x="{x:.1f}" y="{y + 46:.1f}" width="10" height="10" fill="{NAN_COLOUR}"/>'
+        )
         parts.append(_text(x + 14, y + 55, "NaN, inf or never written"))
     return parts
 
@@ -83,8 +90,12 @@ def png(pixels: list[list[str]]) -> str:
             struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
         )
 
-    data = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))  # fmt: skip
+    data = (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw, 9))
+        + chunk(b"IEND", b"")
+    )
     return "data:image/png;base64," + base64.b64encode(data).decode()
 
 
@@ -116,24 +127,43 @@ def probe_heatmap(probe: dict) -> Markup:
         body.append(f'<line x1="{x}" y1="{top_pad}" x2="{x}" y2="{top_pad + h}" {grid}/>')
     for m0 in range(0, rows + 1, probe["block_m"]):
         y = top_pad + m0 * cell
-        body.append(f'<line x1="{left}" y1="{y}" x2="{left + w}" y2="{y}" {grid} '
-                    'stroke-dasharray="3 2"/>')  # fmt: skip
+        body.append(
+            f'<line x1="{left}" y1="{y}" x2="{left + w}" y2="{y}" {grid} stroke-dasharray="3 2"/>'
+        )
     if probe["causal"]:  # the triangle a causal kernel must leave at weight 0
         d = min(rows, keys) * cell
-        body.append(f'<polygon points="{left + cell},{top_pad} {left + w},{top_pad} '
-                    f'{left + w},{top_pad + d - cell}" fill="none" stroke="#111" '
-                    'stroke-width="1.5" stroke-dasharray="5 3"/>')  # fmt: skip
-        body.append(_text(left + w - 4, top_pad + 14, "future keys: weight 0", "end",
-                          'font-weight="600"'))  # fmt: skip
-        body.append(f'<line x1="{left}" y1="{top_pad}" x2="{left + d}" y2="{top_pad + d}" '
-                    'stroke="#111" stroke-width="1"/>')  # fmt: skip
+        body.append(
+            f'<polygon points="{left + cell},{top_pad} {left + w},{top_pad} '
+            f'{left + w},{top_pad + d - cell}" fill="none" stroke="#111" '
+            'stroke-width="1.5" stroke-dasharray="5 3"/>'
+        )
+        body.append(
+            _text(left + w - 4, top_pad + 14, "future keys: weight 0", "end", 'font-weight="600"')
+        )
+        body.append(
+            f'<line x1="{left}" y1="{top_pad}" x2="{left + d}" y2="{top_pad + d}" '
+            'stroke="#111" stroke-width="1"/>'
+        )
     for r in range(0, rows, probe["block_m"]):
         body.append(_text(left - 4, top_pad + r * cell + 9, r, "end"))
-    body.append(_text(12, top_pad + h / 2, "query row i", "middle",
-                      f'transform="rotate(-90 12 {top_pad + h / 2:.0f})"'))  # fmt: skip
+    body.append(
+        _text(
+            12,
+            top_pad + h / 2,
+            "query row i",
+            "middle",
+            f'transform="rotate(-90 12 {top_pad + h / 2:.0f})"',
+        )
+    )
     for n0 in range(0, keys, probe["block_n"]):
-        body.append(_text(left + (n0 + probe["block_n"] / 2) * cell, top_pad + h + 13,
-                          f"block {n0 // probe['block_n']}", "middle"))  # fmt: skip
+        body.append(
+            _text(
+                left + (n0 + probe["block_n"] / 2) * cell,
+                top_pad + h + 13,
+                f"block {n0 // probe['block_n']}",
+                "middle",
+            )
+        )
     tol, top = probe["tolerance"], probe["max_error"] or probe["tolerance"]
     body += _legend(left + w + 24, top_pad + 14, tol, top, any("x" in row for row in levels))
     return _svg(left + w + 230, top_pad + h + 24, body, "error of each attention weight")
@@ -152,29 +182,39 @@ def row_profile(details: dict) -> Markup:
 
     def y(err: float) -> float:
         t = (math.log10(max(err, bottom)) - math.log10(bottom)) / (
-            math.log10(top) - math.log10(bottom))  # fmt: skip
+            math.log10(top) - math.log10(bottom)
+        )
         return pad + height * (1 - t)
 
     body = []
     for i, err in enumerate(errors):
         x = left + i * step
         if err is None:
-            body.append(f'<rect x="{x + 0.5:.1f}" y="{pad}" width="{max(step - 1, 1):.1f}" '
-                        f'height="{height}" fill="{NAN_COLOUR}"/>')  # fmt: skip
+            body.append(
+                f'<rect x="{x + 0.5:.1f}" y="{pad}" width="{max(step - 1, 1):.1f}" '
+                f'height="{height}" fill="{NAN_COLOUR}"/>'
+            )
             continue
         fill = "#38a169" if err <= tol else "#c53030"
-        body.append(f'<rect x="{x + 0.5:.1f}" y="{y(err):.1f}" width="{max(step - 1, 1):.1f}" '
-                    f'height="{pad + height - y(err):.1f}" fill="{fill}"/>')  # fmt: skip
+        body.append(
+            f'<rect x="{x + 0.5:.1f}" y="{y(err):.1f}" width="{max(step - 1, 1):.1f}" '
+            f'height="{pad + height - y(err):.1f}" fill="{fill}"/>'
+        )
     ty = y(tol)
-    body.append(f'<line x1="{left}" y1="{ty:.1f}" x2="{left + width}" y2="{ty:.1f}" '
-                'stroke="#111" stroke-dasharray="4 3"/>')  # fmt: skip
+    body.append(
+        f'<line x1="{left}" y1="{ty:.1f}" x2="{left + width}" y2="{ty:.1f}" '
+        'stroke="#111" stroke-dasharray="4 3"/>'
+    )
     body.append(_text(left + width + 4, ty + 4, f"tolerance {tol:.0e}"))
     body.append(_text(left - 4, y(top) + 4, f"{top:.2g}", "end"))
     body.append(_text(left - 4, pad + height, f"{bottom:.0e}", "end"))
     group = details["row_step"]
     label = "query row" if group == 1 else f"query rows, {group} per bar"
-    body.append(_text(left + width / 2, pad + height + 16, f"{label} (0 .. {details['rows'] - 1})",
-                      "middle"))  # fmt: skip
+    body.append(
+        _text(
+            left + width / 2, pad + height + 16, f"{label} (0 .. {details['rows'] - 1})", "middle"
+        )
+    )
     body.append(_text(left, 12, "largest error in each row"))
     return _svg(left + width + 110, pad + height + 24, body, "largest error per query row")
 
@@ -189,8 +229,11 @@ def gating_grid(details: dict) -> Markup:
     grid_w = E * cell
     bars_x = left + grid_w + 28
     bar_w = 120
-    body = [_text(left + grid_w / 2, 12, "expert", "middle"), _text(left - 6, top_pad - 6, "token", "end"),
-            _text(bars_x, 12, "w0 + w1 (should be 1)")]  # fmt: skip
+    body = [
+        _text(left + grid_w / 2, 12, "expert", "middle"),
+        _text(left - 6, top_pad - 6, "token", "end"),
+        _text(bars_x, 12, "w0 + w1 (should be 1)"),
+    ]
     for e in range(E):
         body.append(_text(left + e * cell + cell / 2, top_pad - 6, e, "middle"))
     for r, token in enumerate(tokens):
@@ -198,11 +241,16 @@ def gating_grid(details: dict) -> Markup:
         chosen = details["chosen"][r]
         expected = details["expected"][r]
         wrong = chosen != expected
-        body.append(_text(left - 6, y0 + 12, token, "end",
-                          'font-weight="700" fill="#c53030"' if wrong else ""))  # fmt: skip
+        body.append(
+            _text(
+                left - 6, y0 + 12, token, "end", 'font-weight="700" fill="#c53030"' if wrong else ""
+            )
+        )
         for e in expected:
-            body.append(f'<rect x="{left + e * cell + 1.5}" y="{y0 + 1.5}" width="{cell - 3}" '
-                        f'height="{cell - 3}" fill="none" stroke="#2b6cb0" stroke-width="2"/>')  # fmt: skip
+            body.append(
+                f'<rect x="{left + e * cell + 1.5}" y="{y0 + 1.5}" width="{cell - 3}" '
+                f'height="{cell - 3}" fill="none" stroke="#2b6cb0" stroke-width="2"/>'
+            )
         for rank, e in enumerate(chosen):
             if e is None:  # outside [0, E): said in the legend line of this token
                 body.append(_text(left + grid_w + 4, y0 + 12, "?", extra='fill="#c53030"'))
@@ -213,17 +261,28 @@ def gating_grid(details: dict) -> Markup:
             # the same expert (the top2-not-masked trap)
             cx = left + e * cell + (5 if rank == 0 else cell - 5)
             body.append(f'<circle cx="{cx}" cy="{y0 + cell / 2}" r="4" fill="{fill}"/>')
-            body.append(_text(cx, y0 + cell / 2 + 3, rank + 1, "middle",
-                              'fill="#fff" font-size="7" font-weight="700"'))  # fmt: skip
+            body.append(
+                _text(
+                    cx,
+                    y0 + cell / 2 + 3,
+                    rank + 1,
+                    "middle",
+                    'fill="#fff" font-size="7" font-weight="700"',
+                )
+            )
         total = details["weight_sum"][r]
         if total is None:
-            body.append(f'<rect x="{bars_x}" y="{y0 + 3}" width="{bar_w}" height="{cell - 6}" '
-                        f'fill="{NAN_COLOUR}"/>')  # fmt: skip
+            body.append(
+                f'<rect x="{bars_x}" y="{y0 + 3}" width="{bar_w}" height="{cell - 6}" '
+                f'fill="{NAN_COLOUR}"/>'
+            )
         else:
             ok = abs(total - details["expected_sum"]) <= 1e-5
             length = bar_w * min(max(total, 0.0), 1.2) / 1.2
-            body.append(f'<rect x="{bars_x}" y="{y0 + 3}" width="{length:.1f}" '
-                        f'height="{cell - 6}" fill="{"#2f855a" if ok else "#dd6b20"}"/>')  # fmt: skip
+            body.append(
+                f'<rect x="{bars_x}" y="{y0 + 3}" width="{length:.1f}" '
+                f'height="{cell - 6}" fill="{"#2f855a" if ok else "#dd6b20"}"/>'
+            )
             body.append(_text(bars_x + bar_w + 6, y0 + 12, f"{total:.3f}"))
     bottom = top_pad + len(tokens) * cell
     for e in range(E + 1):  # the grid: lines, not a rectangle per cell (E may be 128)
@@ -233,8 +292,10 @@ def gating_grid(details: dict) -> Markup:
         y = top_pad + r * cell
         body.insert(2, f'<line x1="{left}" y1="{y}" x2="{left + grid_w}" y2="{y}" stroke="#ddd"/>')
     one = bars_x + bar_w / 1.2
-    body.append(f'<line x1="{one:.1f}" y1="{top_pad - 4}" x2="{one:.1f}" y2="{bottom + 2}" '
-                'stroke="#111" stroke-dasharray="3 2"/>')  # fmt: skip
+    body.append(
+        f'<line x1="{one:.1f}" y1="{top_pad - 4}" x2="{one:.1f}" y2="{bottom + 2}" '
+        'stroke="#111" stroke-dasharray="3 2"/>'
+    )
     body.append(_text(one, top_pad - 6, "1", "middle"))
     ly = bottom + 16
     body += [
@@ -262,13 +323,17 @@ def histogram(scores: list[int], top: int, bins: int = 10) -> Markup:
     for i, n in enumerate(counts):
         h = height * n / most
         x = left + i * step
-        body.append(f'<rect x="{x + 2:.1f}" y="{pad + height - h:.1f}" width="{step - 4:.1f}" '
-                    f'height="{h:.1f}" fill="#3182ce"/>')  # fmt: skip
+        body.append(
+            f'<rect x="{x + 2:.1f}" y="{pad + height - h:.1f}" width="{step - 4:.1f}" '
+            f'height="{h:.1f}" fill="#3182ce"/>'
+        )
         if n:
             body.append(_text(x + step / 2, pad + height - h - 3, n, "middle"))
         lo = round(top * i / bins)
         body.append(_text(x + step / 2, pad + height + 14, f"{lo}-", "middle"))
-    body.append(f'<line x1="{left}" y1="{pad + height}" x2="{left + width}" '
-                f'y2="{pad + height}" stroke="#333"/>')  # fmt: skip
+    body.append(
+        f'<line x1="{left}" y1="{pad + height}" x2="{left + width}" '
+        f'y2="{pad + height}" stroke="#333"/>'
+    )
     body.append(_text(left + width / 2, pad + height + 30, f"score (of {top})", "middle"))
     return _svg(left + width + 10, pad + height + 36, body, "score distribution")

@@ -37,9 +37,20 @@ def main(argv: list[str] | None = None) -> int:
 
     from grader import cli
 
-    code = cli.main(["--target", str(target), "--report", str(results / "score.json"),
-                     "--gradescope", str(results / "results.json"), "--device", args.device,
-                     "--no-advice", "--no-html"])  # fmt: skip
+    code = cli.main(
+        [
+            "--target",
+            str(target),
+            "--report",
+            str(results / "score.json"),
+            "--gradescope",
+            str(results / "results.json"),
+            "--device",
+            args.device,
+            "--no-advice",
+            "--no-html",
+        ]
+    )
     if code != 0 or not (results / "results.json").exists():
         failure = {
             "score": 0,

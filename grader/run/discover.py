@@ -24,10 +24,11 @@ def exercise_folder(folder: Path, exercises: Iterable[Exercise] = EXERCISE_LIST)
     (on a tie the shallowest, then the first by name); None when no folder holds any."""
     names = {ex.filename for ex in exercises}
     below = [folder] + [
-        p for p in folder.rglob("*")
-        if p.is_dir() and not any(part in IGNORED or part.startswith(".")
-                                  for part in p.relative_to(folder).parts)
-    ]  # fmt: skip
+        p
+        for p in folder.rglob("*")
+        if p.is_dir()
+        and not any(part in IGNORED or part.startswith(".") for part in p.relative_to(folder).parts)
+    ]
     scored = [(_count(p, names), p) for p in below]
     best = max((n for n, _ in scored), default=0)
     if not best:

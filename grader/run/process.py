@@ -166,10 +166,13 @@ class Forkserver:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with _lock:
             self.proc = subprocess.Popen(
-                python("-m", "grader.run.forkserver", str(theirs.fileno())), cwd=ROOT,
-                env=child_env(), stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),),
+                python("-m", "grader.run.forkserver", str(theirs.fileno())),
+                cwd=ROOT,
+                env=child_env(),
+                stdin=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
                 start_new_session=True,
-            )  # fmt: skip
+            )
             _started.add(self.proc.pid)
         theirs.close()
         self.sock = mine
@@ -227,22 +230,44 @@ class Forkserver:
             return self.exits.pop(pid)
 
 
-def run(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float, stdin: bytes = b"",
-        pass_fds: tuple[int, ...] = (), on_start=None, warm: bool = False) -> Finished:  # fmt: skip
+def run(
+    cmd: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float,
+    stdin: bytes = b"",
+    pass_fds: tuple[int, ...] = (),
+    on_start=None,
+    warm: bool = False,
+) -> Finished:
     """Run ``cmd`` in its own session with ``stdin`` as its input; at the time limit, or when it
     ends, kill its whole process group, then reap what escaped the group. ``on_start(proc)`` is
     called once it runs (to close the parent's ends of ``pass_fds``, say). ``warm``: fork it
     from the fork server (``cmd`` is ``python -m MODULE CHANNEL ...``, ``pass_fds`` that one
     channel; CPU work only)."""
     if warm:
-        return _run_forked(cmd, cwd=cwd, env=env, timeout=timeout, stdin=stdin,
-                           channel=pass_fds[0], on_start=on_start)  # fmt: skip
+        return _run_forked(
+            cmd,
+            cwd=cwd,
+            env=env,
+            timeout=timeout,
+            stdin=stdin,
+            channel=pass_fds[0],
+            on_start=on_start,
+        )
     start = time.monotonic()
     with _lock:
         proc = subprocess.Popen(
-            cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds,
-        )  # fmt: skip
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=pass_fds,
+        )
         _started.add(proc.pid)
     if on_start:
         on_start(proc)

@@ -37,8 +37,10 @@ from kata.catalogue import Exercise
 ROOT = process.ROOT
 CHECKS = ROOT / "grader" / "judge" / "checks"
 _judging = threading.Lock()  # pytest runs one session at a time in a process
-EXITED_AT_IMPORT = ("exited with code 0 while importing the file (os._exit(0) or another hard "
-                    "exit), so no kernel was run")  # fmt: skip
+EXITED_AT_IMPORT = (
+    "exited with code 0 while importing the file (os._exit(0) or another hard "
+    "exit), so no kernel was run"
+)
 
 
 def default_timeout(backend: str, ex: Exercise | None = None) -> float:
@@ -96,8 +98,15 @@ class Launch:
 
 def _job(spec: specs.Spec, text: str, file: Path, cases: list[Case], **extra) -> dict:
     ex = spec.exercise
-    return {"stem": ex.stem, "kernel": ex.kernel, "interface": ex.interface, "file": str(file),
-            "text": text, "cases": cases, **extra}  # fmt: skip
+    return {
+        "stem": ex.stem,
+        "kernel": ex.kernel,
+        "interface": ex.interface,
+        "file": str(file),
+        "text": text,
+        "cases": cases,
+        **extra,
+    }
 
 
 def _child(job: dict, device: str, timeout: float, *flags: str):
@@ -110,19 +119,25 @@ def _child(job: dict, device: str, timeout: float, *flags: str):
         KATA_DEVICE=device,
         # The tolerances assume IEEE fp32 dots; an inherited TF32 setting must not apply.
         TRITON_F32_DEFAULT="ieee",
-    )  # fmt: skip
+    )
     with tempfile.TemporaryDirectory(prefix="kata-run-") as scratch:  # its working folder
         done = process.run(
-            process.python("-m", "grader.run.launcher", str(write_end), *flags), cwd=Path(scratch),
-            env=env, timeout=timeout, stdin=pickle.dumps(job), pass_fds=(write_end,),
-            on_start=lambda _: os.close(write_end), warm=device != "cuda",
-        )  # fmt: skip
+            process.python("-m", "grader.run.launcher", str(write_end), *flags),
+            cwd=Path(scratch),
+            env=env,
+            timeout=timeout,
+            stdin=pickle.dumps(job),
+            pass_fds=(write_end,),
+            on_start=lambda _: os.close(write_end),
+            warm=device != "cuda",
+        )
     reader.join()
     return records, done
 
 
-def launch(spec: specs.Spec, text: str, file: Path, backend: str, timeout: float,
-           timed: bool = True) -> Launch:  # fmt: skip
+def launch(
+    spec: specs.Spec, text: str, file: Path, backend: str, timeout: float, timed: bool = True
+) -> Launch:
     """Run the launcher on every case of ``spec`` (and the picture's probe), and collect what it
     sends back. Kernels that will run in the interpreter are first compiled for the GPU."""
     cases = list(spec.cases.values())
@@ -143,8 +158,15 @@ def launch(spec: specs.Spec, text: str, file: Path, backend: str, timeout: float
             result.output = done.output
             return result
         configs, refused = compiled["configs"], compiled["failed"]
-    job = _job(spec, text, file, cases, configs=configs, refused=refused,
-               timing=list(spec.timing) if timed else [])  # fmt: skip
+    job = _job(
+        spec,
+        text,
+        file,
+        cases,
+        configs=configs,
+        refused=refused,
+        timing=list(spec.timing) if timed else [],
+    )
     # One limit for the exercise: the compiler's time comes out of it (and the message names it).
     records, done = _child(job, backend, max(timeout - result.seconds, 1.0))
     result.output, result.seconds = done.output, round(result.seconds + done.seconds, 2)
@@ -190,11 +212,30 @@ def judge(spec: specs.Spec, result: Launch, keep: Path | None = None) -> list[Ch
 
     plugin, report = KataPlugin(spec, result), JSONReport()
     args = [
-        str(CHECKS / "test_checks.py"), "-c", str(CHECKS / "pytest.ini"), "--rootdir", str(CHECKS),
-        "--noconftest", "-s", "-p", "no:terminal", "-p", "no:cacheprovider", "-p", "no:warnings",
-        "-p", "no:faulthandler", "-p", "no:logging", "-p", "pytest_jsonreport.plugin",
-        "--json-report-file=none", "--json-report-omit", "log", "streams",
-    ]  # fmt: skip
+        str(CHECKS / "test_checks.py"),
+        "-c",
+        str(CHECKS / "pytest.ini"),
+        "--rootdir",
+        str(CHECKS),
+        "--noconftest",
+        "-s",
+        "-p",
+        "no:terminal",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:warnings",
+        "-p",
+        "no:faulthandler",
+        "-p",
+        "no:logging",
+        "-p",
+        "pytest_jsonreport.plugin",
+        "--json-report-file=none",
+        "--json-report-omit",
+        "log",
+        "streams",
+    ]
     with _judging:
         saved = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
         os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # no plugin of this machine's
@@ -218,11 +259,19 @@ def judge(spec: specs.Spec, result: Launch, keep: Path | None = None) -> list[Ch
         meta = by_id.get(c.id) or {}
         status = meta.get("status", "error")
         message = meta.get("message", "the grader could not run this check")
-        results.append(CheckResult(
-            id=c.id, todo=c.todo, status=status, points=c.points if status == "passed" else 0,
-            max_points=c.points, trap=meta.get("trap"), message=message, hidden=c.hidden,
-            details=meta.get("details"),
-        ))  # fmt: skip
+        results.append(
+            CheckResult(
+                id=c.id,
+                todo=c.todo,
+                status=status,
+                points=c.points if status == "passed" else 0,
+                max_points=c.points,
+                trap=meta.get("trap"),
+                message=message,
+                hidden=c.hidden,
+                details=meta.get("details"),
+            )
+        )
     return results
 
 
@@ -230,10 +279,29 @@ def judge(spec: specs.Spec, result: Launch, keep: Path | None = None) -> list[Ch
 
 
 def _zero(spec: specs.Spec, file: Path, message: str, **extra) -> ExerciseResult:
-    checks = [CheckResult(id=c.id, todo=c.todo, status="error", points=0, max_points=c.points,
-                          trap=None, message=message, hidden=c.hidden) for c in spec.checks]  # fmt: skip
-    return ExerciseResult(spec.exercise.stem, str(file), spec.exercise.track, 0, spec.max_score,
-                          checks, error=message, **extra)  # fmt: skip
+    checks = [
+        CheckResult(
+            id=c.id,
+            todo=c.todo,
+            status="error",
+            points=0,
+            max_points=c.points,
+            trap=None,
+            message=message,
+            hidden=c.hidden,
+        )
+        for c in spec.checks
+    ]
+    return ExerciseResult(
+        id=spec.exercise.stem,
+        file=str(file),
+        track=spec.exercise.track,
+        score=0,
+        max_score=spec.max_score,
+        checks=checks,
+        error=message,
+        **extra,
+    )
 
 
 def spec_check(spec: specs.Spec, check_id: str):
@@ -244,8 +312,12 @@ def _compiled(record: dict | None) -> dict | None:
     """What the report says of the compile for the GPU: None where the kernels ran compiled."""
     if record is None:
         return None
-    return {"target": "sm_90", "launches": record.get("launches", 0),
-            "refused": len(record.get("failed", [])), "seconds": record.get("seconds", 0.0)}  # fmt: skip
+    return {
+        "target": "sm_90",
+        "launches": record.get("launches", 0),
+        "refused": len(record.get("failed", [])),
+        "seconds": record.get("seconds", 0.0),
+    }
 
 
 def snapshot(file: Path) -> str | None:
@@ -256,10 +328,18 @@ def snapshot(file: Path) -> str | None:
         return None
 
 
-def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path | None = None,
-                   timeout: float | None = None, checkset: str | None = None,
-                   strict: bool = False, timed: bool = True, text: str | None = None,
-                   screened: bool = True) -> ExerciseResult:  # fmt: skip
+def grade_exercise(
+    ex: Exercise,
+    target: Path,
+    backend: str,
+    report_dir: Path | None = None,
+    timeout: float | None = None,
+    checkset: str | None = None,
+    strict: bool = False,
+    timed: bool = True,
+    text: str | None = None,
+    screened: bool = True,
+) -> ExerciseResult:
     """Grade one exercise's file in ``target`` (``text``: its snapshot, when the caller read it
     already). ``timed=False`` skips the performance track's timing, for callers that need the
     verdicts only (``python -m grader.validate``); ``screened=False`` runs a file the static screens
@@ -275,14 +355,21 @@ def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path | 
     skeleton = skeletons.pristine(ex.stem)
     found = skeletons.check(skeleton, text)
     findings = screen.screen(skeleton, text, found) if screened else []
-    integrity = {"ok": found.ok, "lines": found.lines, "diff": found.diff, "strict_zeroed": False,
-                 "contract_zeroed": False, "findings": [asdict(f) for f in findings]}  # fmt: skip
+    integrity = {
+        "ok": found.ok,
+        "lines": found.lines,
+        "diff": found.diff,
+        "strict_zeroed": False,
+        "contract_zeroed": False,
+        "findings": [asdict(f) for f in findings],
+    }
     warnings = interpreter_only(text) if backend == "interpreter" else []
     if findings:  # never run, never paid (grader.run.screen says why)
         shown = "; ".join(f.message for f in findings[:3])
         more = f" (and {len(findings) - 3} more)" if len(findings) > 3 else ""
-        result = _zero(spec, file, f"not run: {shown}{more}", integrity=integrity,
-                       warnings=warnings)  # fmt: skip
+        result = _zero(
+            spec, file, f"not run: {shown}{more}", integrity=integrity, warnings=warnings
+        )
         result.duration_s = round(time.monotonic() - start, 2)
         return result
     ran = launch(spec, text, file, backend, timeout or default_timeout(backend, ex), timed)
@@ -290,15 +377,26 @@ def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path | 
     checks = judge(spec, ran, kept)
     status = ran.status or {}
     result = ExerciseResult(
-        ex.stem, str(file), ex.track, sum(c.points for c in checks), spec.max_score, checks,
-        duration_s=round(time.monotonic() - start, 2), output=ran.output, error=ran.error,
-        integrity=integrity, warnings=warnings + status.get("warnings", []),
+        id=ex.stem,
+        file=str(file),
+        track=ex.track,
+        score=sum(c.points for c in checks),
+        max_score=spec.max_score,
+        checks=checks,
+        duration_s=round(time.monotonic() - start, 2),
+        output=ran.output,
+        error=ran.error,
+        integrity=integrity,
+        warnings=warnings + status.get("warnings", []),
         compiled=_compiled(ran.compiled),
-    )  # fmt: skip
+    )
     # Given code was edited, and the kernel is wrong on an input the exercise's contract accepts:
     # the mistake is in code no TODO check judges, so the exercise as a whole pays for it.
-    broken = [c.id for c in result.checks if c.note and c.status != "passed"
-              and spec_check(spec, c.id).contract]  # fmt: skip
+    broken = [
+        c.id
+        for c in result.checks
+        if c.note and c.status != "passed" and spec_check(spec, c.id).contract
+    ]
     integrity["contract_zeroed"] = bool(not found.ok and broken and result.score)
     if strict and not found.ok:
         integrity["strict_zeroed"] = True
@@ -312,10 +410,19 @@ def grade_exercise(ex: Exercise, target: Path, backend: str, report_dir: Path | 
     return result
 
 
-def grade(exercises: list[Exercise], target: Path, backend: str, report_dir: Path | None = None,
-          jobs: int | None = None, timeout: float | None = None, on_done=None,
-          on_start=None, checkset: str | None = None, strict: bool = False,
-          screened: bool = True) -> list[ExerciseResult]:  # fmt: skip
+def grade(
+    exercises: list[Exercise],
+    target: Path,
+    backend: str,
+    report_dir: Path | None = None,
+    jobs: int | None = None,
+    timeout: float | None = None,
+    on_done=None,
+    on_start=None,
+    checkset: str | None = None,
+    strict: bool = False,
+    screened: bool = True,
+) -> list[ExerciseResult]:
     """Grade exercises concurrently; ``on_start(exercise)`` is called as each one starts and
     ``on_done(result)`` as each one finishes. Every file is read before any code runs, so that
     no exercise's code can change what another's grading reads."""
@@ -331,8 +438,17 @@ def grade(exercises: list[Exercise], target: Path, backend: str, report_dir: Pat
                 on_start(ex)
             if texts[ex.stem] is None:  # missing: said so by grade_exercise, which reads nothing
                 return grade_exercise(ex, target, backend, report_dir, timeout, checkset, strict)
-            return grade_exercise(ex, target, backend, report_dir, timeout, checkset, strict,
-                                  text=texts[ex.stem], screened=screened)  # fmt: skip
+            return grade_exercise(
+                ex,
+                target,
+                backend,
+                report_dir,
+                timeout,
+                checkset,
+                strict,
+                text=texts[ex.stem],
+                screened=screened,
+            )
 
         futures = {pool.submit(work, ex): ex for ex in exercises}
         for future in as_completed(futures):

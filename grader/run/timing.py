@@ -39,14 +39,19 @@ def _summary(kernel: list[float], baseline: list[float]) -> dict:
 
     k, t = statistics.median(kernel), statistics.median(baseline)
     return {
-        "kernel_ms": round(k, 4), "torch_ms": round(t, 4), "speedup": round(t / k, 3),
+        "kernel_ms": round(k, 4),
+        "torch_ms": round(t, 4),
+        "speedup": round(t / k, 3),
         "kernel_spread": round((max(kernel) - min(kernel)) / k, 4),
         "torch_spread": round((max(baseline) - min(baseline)) / t, 4),
         # The lowest speedup any pair of rounds shows (fastest torch, slowest kernel) and the
         # highest: a grade that changes inside this range is decided by noise.
-        "speedup_range": [round(min(baseline) / max(kernel), 3), round(max(baseline) / min(kernel), 3)],
+        "speedup_range": [
+            round(min(baseline) / max(kernel), 3),
+            round(max(baseline) / min(kernel), 3),
+        ],
         "rounds": ROUNDS,
-    }  # fmt: skip
+    }
 
 
 def _lock_path() -> Path:
@@ -110,8 +115,10 @@ def measure(interface, shapes, kernel, torch) -> dict:
             mine(), ref()
         torch.cuda.synchronize()
     with gpu_to_ourselves():
-        rows = [{"shape": label, "baseline": baseline, **_summary(*_rounds_ms(mine, ref))}
-                for mine, ref, label, baseline in calls]  # fmt: skip
+        rows = [
+            {"shape": label, "baseline": baseline, **_summary(*_rounds_ms(mine, ref))}
+            for mine, ref, label, baseline in calls
+        ]
     return {"timed": True, "device": torch.cuda.get_device_name(), "shapes": rows}
 
 

@@ -87,8 +87,10 @@ def _declared(module: ModuleType, hidden: bool, where: str) -> tuple[list[Case],
     cases, checks = list(getattr(module, "CASES", [])), list(getattr(module, "CHECKS", []))
     for item in cases + checks:
         if item.hidden != hidden:
-            raise SpecError(f"{where}: {item.name if isinstance(item, Case) else item.id} "
-                            f"is declared with hidden={item.hidden}")  # fmt: skip
+            raise SpecError(
+                f"{where}: {item.name if isinstance(item, Case) else item.id} "
+                f"is declared with hidden={item.hidden}"
+            )
     return cases, checks
 
 
@@ -114,13 +116,15 @@ def load(stem: str, checkset: str | None = None) -> Spec:
     if len(by_name) != len(cases):
         raise SpecError(f"{ex.stem}: two cases share a name")
     spec = Spec(
-        exercise=ex, checkset=checkset, checks=tuple(checks),
+        exercise=ex,
+        checkset=checkset,
+        checks=tuple(checks),
         cases=_used(checks, by_name),
         skeleton_traps=tuple(getattr(public, "SKELETON_TRAPS", ())),
         timing=tuple(getattr(public, "TIMING", ())),
         reference=dict(getattr(hidden, "REFERENCE", {})) if hidden else {},
         gallery=tuple(getattr(hidden, "GALLERY", ())) if hidden else (),
-    )  # fmt: skip
+    )
     problems = consistency(spec, by_name)
     if problems:
         raise SpecError(f"{ex.stem}: " + "; ".join(problems))
@@ -152,8 +156,10 @@ def consistency(spec: Spec, cases: dict[str, Case]) -> list[str]:
                 c for c in spec.checks[: spec.checks.index(check)] if c.todo == check.requires
             ]
             if not earlier:
-                problems.append(f"check {check.id} requires TODO {check.requires}, which no "
-                                "earlier check judges")  # fmt: skip
+                problems.append(
+                    f"check {check.id} requires TODO {check.requires}, which no "
+                    "earlier check judges"
+                )
         if check.judge == "twin":
             if check.todo is not None or check.traps:
                 problems.append(f"check {check.id}: a twin judge is for notes (todo=None)")
@@ -161,23 +167,31 @@ def consistency(spec: Spec, cases: dict[str, Case]) -> list[str]:
             if orphans:
                 problems.append(f"check {check.id}: case(s) {', '.join(orphans)} have no twin")
         elif check.judge not in spec.interface.judges:
-            problems.append(f"check {check.id}: interface {spec.interface.name} has no judge "
-                            f"{check.judge!r}")  # fmt: skip
+            problems.append(
+                f"check {check.id}: interface {spec.interface.name} has no judge {check.judge!r}"
+            )
         for trap in check.traps:
             if trap.todo != check.todo:
-                problems.append(f"check {check.id} (TODO {check.todo}) names trap {trap.id} "
-                                f"of TODO {trap.todo}")  # fmt: skip
+                problems.append(
+                    f"check {check.id} (TODO {check.todo}) names trap {trap.id} of TODO {trap.todo}"
+                )
     if spec.interface.autotuned:
         loose = [c.name for c in spec.cases.values() if not c.config and not c.each_config]
         if loose:
-            problems.append(f"case(s) {', '.join(loose)} of an autotuned kernel pin no "
-                            "configuration (config=) and do not run each one (each_config=)")  # fmt: skip
+            problems.append(
+                f"case(s) {', '.join(loose)} of an autotuned kernel pin no "
+                "configuration (config=) and do not run each one (each_config=)"
+            )
         if spec.checkset == "hidden" and not any(c.each_config for c in spec.cases.values()):
-            problems.append("no case runs under every configuration the kernel's autotuner "
-                            "offers (each_config=True)")  # fmt: skip
+            problems.append(
+                "no case runs under every configuration the kernel's autotuner "
+                "offers (each_config=True)"
+            )
     for todo in spec.exercise.todos:
         paid = sum(c.points for c in spec.checks_for(todo.id))
         if paid != todo.points:
-            problems.append(f"the {spec.checkset} checks of TODO {todo.id} pay {paid} points, "
-                            f"the manifest says {todo.points}")  # fmt: skip
+            problems.append(
+                f"the {spec.checkset} checks of TODO {todo.id} pay {paid} points, "
+                f"the manifest says {todo.points}"
+            )
     return problems

@@ -91,8 +91,11 @@ def ragged(block_m: int = 16, block_n: int = 16, window: int | None = None) -> l
     ``window`` if given. The M > N case also pads its head dimension (24 of 32)."""
     big = max(block_m, block_n)
     shapes = []
-    for M, N, D, order in ((big + 1, 2 * big - 1, 16, "M < N"), (2 * big - 1, big + 1, 24, "M > N"),
-                           (2 * big, 2 * big, 16, "M = N")):  # fmt: skip
+    for M, N, D, order in (
+        (big + 1, 2 * big - 1, 16, "M < N"),
+        (2 * big - 1, big + 1, 24, "M > N"),
+        (2 * big, 2 * big, 16, "M = N"),
+    ):
         rows, keys = against(M, block_m, "row", "block"), against(N, block_n, "key", "tile")
         what = f"M {rows}, N {keys} ({order})"
         if window is not None:
@@ -134,12 +137,16 @@ def windows(block_m: int = 16, block_n: int = 16) -> list[Shape]:
         shape = Shape(M, M, block_m, block_n, window=window)
         r0, oldest = first_keys(shape)[0]
         into = oldest % block_n
-        where = {0: "on a key tile's first key", 1: "one key into a key tile",
-                 block_n - 1: "on a key tile's last key"}.get(into, f"{_word(into)} keys into a "
-                                                                 "key tile")  # fmt: skip
+        where = {
+            0: "on a key tile's first key",
+            1: "one key into a key tile",
+            block_n - 1: "on a key tile's last key",
+        }.get(into, f"{_word(into)} keys into a key tile")
         before = r0 // block_n - oldest // block_n
-        what = (f"WINDOW {against(window, block_n, 'key', 'tile')}; rows {r0}-{r0 + block_m - 1}'s "
-                f"windows begin {where}, {_tiles(before, 'tile')} before their diagonal")  # fmt: skip
+        what = (
+            f"WINDOW {against(window, block_n, 'key', 'tile')}; rows {r0}-{r0 + block_m - 1}'s "
+            f"windows begin {where}, {_tiles(before, 'tile')} before their diagonal"
+        )
         span = edge_tiles(shape)
         if span >= 3:
             what += f", and their window edge crosses {_tiles(span, f'{block_n}-key tile')}"
@@ -155,20 +162,32 @@ def attention(shapes: list[Shape], seed: int, *, causal: bool = False) -> list[C
         if s.window is not None and s.M > s.N + s.window - 1:
             raise ValueError(f"{s.name}: rows {s.N + s.window - 1} and later see no key")
     return [
-        Case(name=s.name, about=s.about, inputs=inputs.qkv(seed + i, s.M, s.N, s.D),
-             block_m=s.block_m, block_n=s.block_n, causal=causal or s.window is not None,
-             window=s.window)
+        Case(
+            name=s.name,
+            about=s.about,
+            inputs=inputs.qkv(seed + i, s.M, s.N, s.D),
+            block_m=s.block_m,
+            block_n=s.block_n,
+            causal=causal or s.window is not None,
+            window=s.window,
+        )
         for i, s in enumerate(shapes)
-    ]  # fmt: skip
+    ]
 
 
 def creep(seed: int, M: int = 16, N: int = 64, D: int = 16, block_n: int = 16) -> Case:
     """Row maxima that rise by 0.001 per key tile: alpha = 0.999 on every tile but the first."""
     tiles = -(-N // block_n)
-    about = (f"M={M}, N={N}, D={D}: each of the {_NUMBERS[tiles]} key tiles raises every row's "
-             "maximum by just 0.001 (alpha = 0.999)")  # fmt: skip
-    return Case(name=f"creeping-max-{M}x{N}", about=about, block_n=block_n,
-                inputs=inputs.creeping(seed, M, N, D, block_n))  # fmt: skip
+    about = (
+        f"M={M}, N={N}, D={D}: each of the {_NUMBERS[tiles]} key tiles raises every row's "
+        "maximum by just 0.001 (alpha = 0.999)"
+    )
+    return Case(
+        name=f"creeping-max-{M}x{N}",
+        about=about,
+        block_n=block_n,
+        inputs=inputs.creeping(seed, M, N, D, block_n),
+    )
 
 
 def experts(power: int) -> tuple[int, int]:
@@ -192,5 +211,9 @@ def extremes(seed: int, M: int, E: int, kinds=("high", "low", "mixed"), **fields
     block = 1 << (E - 1).bit_length()
     padded = f" (padded to {block})" if block != E else ""
     about = f"{M} tokens x {E} experts{padded}, logits " + ", ".join(_KINDS[k] for k in kinds)
-    return Case(name=f"extreme-logits-{M}x{E}", about=about,
-                inputs=inputs.extremes(seed, M, E, kinds), **fields)  # fmt: skip
+    return Case(
+        name=f"extreme-logits-{M}x{E}",
+        about=about,
+        inputs=inputs.extremes(seed, M, E, kinds),
+        **fields,
+    )

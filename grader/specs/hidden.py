@@ -21,25 +21,50 @@ def attention_cases(seed: int, *, causal: bool = False, windows=(None, None)) ->
     ``windows`` are the two cases' WINDOW for sliding-window attention."""
     cases = []
     for name, (M, N, D), window, layout, dtype, twin, what in (
-        ("strided", (33, 45, 24), windows[0],
-         {"q": "transposed", "k": "sliced", "v": "sliced"}, np.float32, "strided-plain",
-         " with q transposed in memory and k, v every other column"),
-        ("fp16-inputs", (24, 40, 16), windows[1], {}, np.float16, "fp16-as-fp32",
-         ", q/k/v in float16"),
-    ):  # fmt: skip
+        (
+            "strided",
+            (33, 45, 24),
+            windows[0],
+            {"q": "transposed", "k": "sliced", "v": "sliced"},
+            np.float32,
+            "strided-plain",
+            " with q transposed in memory and k, v every other column",
+        ),
+        (
+            "fp16-inputs",
+            (24, 40, 16),
+            windows[1],
+            {},
+            np.float16,
+            "fp16-as-fp32",
+            ", q/k/v in float16",
+        ),
+    ):
         inputs = qkv(seed + len(cases) // 2, M, N, D, dtype=dtype)
         shape = f"M={M}, N={N}, D={D}" + (f", WINDOW={window}" if window else "")
-        twin_about = ("the strided case's numbers, contiguous" if layout
-                      else "the float16 case's numbers, in float32")  # fmt: skip
+        twin_about = (
+            "the strided case's numbers, contiguous"
+            if layout
+            else "the float16 case's numbers, in float32"
+        )
         cases += [
-            Case(name=name, about=shape + what, inputs=inputs, layout=layout, twin=twin,
-                 causal=causal, window=window),
-            Case(name=twin, about=twin_about, inputs=_as_fp32(inputs), causal=causal,
-                 window=window),
-        ]  # fmt: skip
+            Case(
+                name=name,
+                about=shape + what,
+                inputs=inputs,
+                layout=layout,
+                twin=twin,
+                causal=causal,
+                window=window,
+            ),
+            Case(
+                name=twin, about=twin_about, inputs=_as_fp32(inputs), causal=causal, window=window
+            ),
+        ]
     return cases
 
 
+# fmt: off
 ATTENTION_NOTES = [
     Check(id="strided-inputs", todo=None, points=0,
           about="Note on given code: q transposed in memory, k and v every other column",
@@ -47,4 +72,5 @@ ATTENTION_NOTES = [
     Check(id="half-precision-inputs", todo=None, points=0,
           about="Note on given code: float16 q, k, v (the chapter uses float32)",
           cases=("fp16-inputs",), judge="twin"),
-]  # fmt: skip
+]
+# fmt: on

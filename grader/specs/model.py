@@ -142,8 +142,14 @@ def wrong(
     """A kernel the grader must fail (``integrity`` defaults to "it has edits")."""
     edits = tuple(kw.pop("edits", ()))
     flagged = bool(edits) if integrity is None else integrity
-    expect = Expect(score=kw.pop("score", "less"), traps=tuple(traps), failed=tuple(failed),
-                    breaks=breaks, integrity=flagged, **kw.pop("expect", {}))  # fmt: skip
+    expect = Expect(
+        score=kw.pop("score", "less"),
+        traps=tuple(traps),
+        failed=tuple(failed),
+        breaks=breaks,
+        integrity=flagged,
+        **kw.pop("expect", {}),
+    )
     return Variant(name=name, why=why, expect=expect, edits=edits, **kw)
 
 

@@ -52,8 +52,9 @@ def fill(sk: Skeleton, fills: dict[str, str | tuple[str, ...]], label: str = "va
         regions = sk.regions_of(todo)
         codes = (code,) if isinstance(code, str) else tuple(code)
         if len(codes) != len(regions):
-            raise GalleryError(f"{label}: TODO {todo} has {len(regions)} region(s), "
-                               f"the fill gives {len(codes)}")  # fmt: skip
+            raise GalleryError(
+                f"{label}: TODO {todo} has {len(regions)} region(s), the fill gives {len(codes)}"
+            )
         edits += [(r.start, r.end, c) for r, c in zip(regions, codes)]
     for start, end, code in sorted(edits, reverse=True):
         # A region's own first line sets the indentation; an empty one takes the line above.

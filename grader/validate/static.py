@@ -39,8 +39,11 @@ def _plain_solution(source: str) -> str:
 def _files(notes: list[str], solutions: Path) -> list[str]:
     problems = []
     for ex in ALL_EXERCISES:
-        for path, what in ((EXERCISES / ex.filename, "exercise"), (DOCS / f"{ex.stem}.md", "docs page"),
-                           (specs.folder(ex.stem) / "public.py", "public spec")):  # fmt: skip
+        for path, what in (
+            (EXERCISES / ex.filename, "exercise"),
+            (DOCS / f"{ex.stem}.md", "docs page"),
+            (specs.folder(ex.stem) / "public.py", "public spec"),
+        ):
             if not path.is_file():
                 problems.append(f"{ex.stem}: its {what} {path.relative_to(ROOT)} is missing")
         if not (solutions / ex.filename).is_file():
@@ -49,13 +52,19 @@ def _files(notes: list[str], solutions: Path) -> list[str]:
             problems.append(f"{ex.stem}: the manifest gives fewer than 2 hints")
     if solutions != SOLUTIONS:
         notes.append(f"solutions from {solutions}: generation drift is checked against solutions/")
-    marked = [ex for ex in ALL_EXERCISES if (SOLUTIONS / ex.filename).is_file()
-              and regions.has_markers((SOLUTIONS / ex.filename).read_text())]  # fmt: skip
+    marked = [
+        ex
+        for ex in ALL_EXERCISES
+        if (SOLUTIONS / ex.filename).is_file()
+        and regions.has_markers((SOLUTIONS / ex.filename).read_text())
+    ]
     unmarked = [ex.stem for ex in ALL_EXERCISES if ex not in marked]
     if unmarked:
-        notes.append(f"solutions/ of {', '.join(unmarked)} have no solution markers (swapped-in "
-                     "solutions?): their exercises, skeletons and reference fills are not "
-                     "compared with them")  # fmt: skip
+        notes.append(
+            f"solutions/ of {', '.join(unmarked)} have no solution markers (swapped-in "
+            "solutions?): their exercises, skeletons and reference fills are not "
+            "compared with them"
+        )
     if len(marked) == len(ALL_EXERCISES):
         problems += _drift()
     return problems + _references(marked)
@@ -68,8 +77,9 @@ def committed(path: Path) -> str | None:
 
     def git(*args: str) -> subprocess.CompletedProcess | None:
         try:
-            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
-                                  check=False)  # fmt: skip
+            return subprocess.run(
+                ["git", *args], cwd=ROOT, capture_output=True, text=True, check=False
+            )
         except OSError:
             return None
 
@@ -92,8 +102,9 @@ def _drift() -> list[str]:
             current = path.read_text() if path.exists() else None
         if current != text:
             stale.append(path)
-    return [f"{p.relative_to(ROOT)} differs from the solutions: run `nox -s generate`"
-            for p in stale]  # fmt: skip
+    return [
+        f"{p.relative_to(ROOT)} differs from the solutions: run `nox -s generate`" for p in stale
+    ]
 
 
 def _references(marked) -> list[str]:
@@ -140,8 +151,11 @@ def _galleries() -> list[str]:
         for expect in filter(None, (v.expect, v.on_cuda)):
             expected.update(expect.traps)
             problems += [f"{v.name}: unknown trap {t}" for t in expect.traps if t not in TRAPS]
-            problems += [f"{v.name}: {spec.exercise.stem} has no check {c}"
-                         for c in (*expect.failed, *expect.notes_failed) if c not in check_ids]  # fmt: skip
+            problems += [
+                f"{v.name}: {spec.exercise.stem} has no check {c}"
+                for c in (*expect.failed, *expect.notes_failed)
+                if c not in check_ids
+            ]
             if expect.breaks and expect.breaks not in spec.exercise.todo_ids:
                 problems.append(f"{v.name}: {spec.exercise.stem} has no TODO {expect.breaks}")
             if expect.score == "full" and (expect.traps or expect.failed):

@@ -202,8 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m kata.authoring.bundles")
     p.add_argument("which", choices=("handout", "autograder"))
     p.add_argument("--out", type=Path, help="zip to write (default: dist/triton-kata-<which>.zip)")
-    p.add_argument("--pin", action="append", default=[], metavar="NAME==VERSION",
-                   help="autograder: a version for setup.sh other than this environment's")  # fmt: skip
+    p.add_argument(
+        "--pin",
+        action="append",
+        default=[],
+        metavar="NAME==VERSION",
+        help="autograder: a version for setup.sh other than this environment's",
+    )
     args = p.parse_args(argv)
     if args.which == "handout":
         path = handout(args.out) if args.out else handout()

@@ -45,8 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     else:  # like grade, run and watch: no argument means the exercise the student is on
         ex, why = progress.current()
         if ex is None:
-            print(f"No hint needed: {why}. Name an exercise for its hints: "
-                  f"`{commands.nox('hint', '04')}`")  # fmt: skip
+            print(
+                f"No hint needed: {why}. Name an exercise for its hints: "
+                f"`{commands.nox('hint', '04')}`"
+            )
             return 0
         print(f"({ex.stem}: {why})")
     levels = ex.hints
@@ -61,8 +63,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Hints for {ex.stem} ({ex.title}): level {shown} of {len(levels)}")
     for n, text in enumerate(levels[:shown], 1):
         print()
-        print(textwrap.fill(" ".join(text.split()), terminal.width() - 2,
-                            initial_indent=f"{n}. ", subsequent_indent="   "))  # fmt: skip
+        print(
+            textwrap.fill(
+                " ".join(text.split()),
+                terminal.width() - 2,
+                initial_indent=f"{n}. ",
+                subsequent_indent="   ",
+            )
+        )
     print()
     if shown < len(levels):
         print(f"Run `{commands.nox('hint', ex.number)}` again for the next level.")

@@ -20,8 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     folder = SOLUTIONS if args.solutions else EXERCISES
     if not folder.is_dir():
-        print("this copy has no solutions/ (a student handout): run your exercises instead",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "this copy has no solutions/ (a student handout): run your exercises instead",
+            file=sys.stderr,
+        )
         return 2
     chosen = [find_or_report(name) for name in args.exercises] or list(EXERCISE_LIST)
     if None in chosen:

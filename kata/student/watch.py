@@ -43,10 +43,26 @@ def grade(ex: Exercise, target: Path, extra: list[str]) -> tuple[int, int]:
 def first_unfinished(target: Path, extra: list[str]) -> Exercise | None:
     """Grade the chapter's exercises once, say where the student stands, and pick the first
     exercise below full marks."""
-    print(f"Grading {', '.join(e.number for e in EXERCISE_LIST)} to find where you are ...",
-          flush=True)  # fmt: skip
-    subprocess.run([sys.executable, "-m", "grader", "--target", str(target), "--report", str(REPORT),
-                    "--quiet", *extra], cwd=ROOT, check=False, stdout=subprocess.DEVNULL)  # fmt: skip
+    print(
+        f"Grading {', '.join(e.number for e in EXERCISE_LIST)} to find where you are ...",
+        flush=True,
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            "--target",
+            str(target),
+            "--report",
+            str(REPORT),
+            "--quiet",
+            *extra,
+        ],
+        cwd=ROOT,
+        check=False,
+        stdout=subprocess.DEVNULL,
+    )
     try:
         data = json.loads(REPORT.read_text())
     except (FileNotFoundError, json.JSONDecodeError):

@@ -48,8 +48,12 @@ def install(log) -> None:
     log("installing slurm-wlm and munge with apt-get")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "slurm-wlm",
-                    "munge"], check=True, env=env, stdout=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "slurm-wlm", "munge"],
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def config(state: Path) -> str:
@@ -117,8 +121,10 @@ def up(state: Path, log=print) -> dict:
         log("a Slurm cluster already answers: using it")
         return {}
     if os.geteuid() != 0:
-        raise RuntimeError("no Slurm cluster answers here, and bringing one up needs root "
-                           "(apt-get, munged, slurmctld, slurmd)")  # fmt: skip
+        raise RuntimeError(
+            "no Slurm cluster answers here, and bringing one up needs root "
+            "(apt-get, munged, slurmctld, slurmd)"
+        )
     down(state, log)  # leftovers of an earlier run
     start = time.monotonic()
     install(log)
@@ -154,8 +160,10 @@ def up(state: Path, log=print) -> dict:
 
     _wait_for(idle, 60, "the node to be idle")
     nodes = _run(["sinfo", "-N", "-o", "%N %P %c %T"], env=env).stdout.strip()
-    log(f"Slurm up in {time.monotonic() - start:.1f} s (SLURM_CONF={conf}; started "
-        f"{', '.join(f'{n} {p}' for n, p in started)}):\n{nodes}")  # fmt: skip
+    log(
+        f"Slurm up in {time.monotonic() - start:.1f} s (SLURM_CONF={conf}; started "
+        f"{', '.join(f'{n} {p}' for n, p in started)}):\n{nodes}"
+    )
     return {"SLURM_CONF": str(conf)}
 
 

@@ -65,16 +65,19 @@ def command(*args):
 
 def spawn(title, *args):
     print(f"\n=== {title}\n$ nox -s batch -- {' '.join(map(str, args))}", flush=True)
-    proc = subprocess.Popen(command(*args), cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        command(*args), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     proc.started = time.monotonic()
     return proc
 
 
 def collect(proc, timeout=900):
     output, _ = proc.communicate(timeout=timeout)
-    print(output + f"(exit {proc.returncode} after {time.monotonic() - proc.started:.1f} s)",
-          flush=True)  # fmt: skip
+    print(
+        output + f"(exit {proc.returncode} after {time.monotonic() - proc.started:.1f} s)",
+        flush=True,
+    )
     return proc.returncode, output
 
 
@@ -115,8 +118,21 @@ def klass():
 @pytest.fixture(scope="module")
 def local_book(klass):
     out = WORK / "out-local"
-    code, _ = batch("local engine, the class of 8", "--engine", "local", "--submissions", klass,
-                    "--out", out, "--jobs", "2", "--device", "interpreter", "--timeout", HANG_S)  # fmt: skip
+    code, _ = batch(
+        "local engine, the class of 8",
+        "--engine",
+        "local",
+        "--submissions",
+        klass,
+        "--out",
+        out,
+        "--jobs",
+        "2",
+        "--device",
+        "interpreter",
+        "--timeout",
+        HANG_S,
+    )
     assert code == 0
     return book(out)
 
@@ -130,9 +146,21 @@ def time_limit_run():
     subs = WORK / "sleeper"
     copy(subs / "ivy", S)
     prepend(subs / "ivy" / "01_flash_attention_core.py", "while True:\n    pass\n")
-    proc = spawn("slurm engine, --time 1 for a student who sleeps", "--engine", "slurm",
-                 "--submissions", subs, "--out", WORK / "out-time-limit", "--time", "1",
-                 "--device", "interpreter", "--timeout", "600")  # fmt: skip
+    proc = spawn(
+        "slurm engine, --time 1 for a student who sleeps",
+        "--engine",
+        "slurm",
+        "--submissions",
+        subs,
+        "--out",
+        WORK / "out-time-limit",
+        "--time",
+        "1",
+        "--device",
+        "interpreter",
+        "--timeout",
+        "600",
+    )
     yield proc
     if proc.poll() is None:
         proc.kill()
@@ -149,15 +177,34 @@ def test_local_engine_grades_the_class(local_book):
     assert (ex["eve"]["01"], ex["eve"]["02"]) == ("0", ex["ada"]["02"])  # the loop, stopped
     assert (ex["hal"]["01"], ex["hal"]["02"]) == ("0", ex["ada"]["02"])  # a syntax error
     assert set(local_book["bob"]["traps"].split(";")) == {
-        "acc-not-rescaled", "causal-mask-missing", "top2-not-masked", "weights-not-renormalized"}  # fmt: skip
+        "acc-not-rescaled",
+        "causal-mask-missing",
+        "top2-not-masked",
+        "weights-not-renormalized",
+    }
 
 
-def test_slurm_engine_matches_local_and_a_cancelled_task_is_no_zero(klass, local_book,
-                                                                    time_limit_run):  # fmt: skip
+def test_slurm_engine_matches_local_and_a_cancelled_task_is_no_zero(
+    klass, local_book, time_limit_run
+):
     out = WORK / "out-slurm"
-    proc = spawn("slurm engine, the class of 8 (gus cancelled with scancel)", "--engine", "slurm",
-                 "--submissions", klass, "--out", out, "--max-parallel", "2", "--time", "10",
-                 "--device", "interpreter", "--timeout", HANG_S)  # fmt: skip
+    proc = spawn(
+        "slurm engine, the class of 8 (gus cancelled with scancel)",
+        "--engine",
+        "slurm",
+        "--submissions",
+        klass,
+        "--out",
+        out,
+        "--max-parallel",
+        "2",
+        "--time",
+        "10",
+        "--device",
+        "interpreter",
+        "--timeout",
+        HANG_S,
+    )
     job = wait_running(out, "gus")
     subprocess.run(["scancel", job], check=True)
     print(f"(scancel {job}: gus's task, {time.monotonic() - proc.started:.1f} s in)", flush=True)
@@ -177,9 +224,23 @@ def test_slurm_engine_matches_local_and_a_cancelled_task_is_no_zero(klass, local
 
 def test_rerun_grades_only_the_cancelled_student(klass, local_book):
     out = WORK / "out-slurm"
-    code, output = batch("slurm engine, rerun (resume)", "--engine", "slurm", "--submissions",
-                         klass, "--out", out, "--max-parallel", "2", "--time", "10",
-                         "--device", "interpreter", "--timeout", HANG_S)  # fmt: skip
+    code, output = batch(
+        "slurm engine, rerun (resume)",
+        "--engine",
+        "slurm",
+        "--submissions",
+        klass,
+        "--out",
+        out,
+        "--max-parallel",
+        "2",
+        "--time",
+        "10",
+        "--device",
+        "interpreter",
+        "--timeout",
+        HANG_S,
+    )
     assert code == 0
     assert "grading 1, 7 already graded" in output
     rows = book(out)
@@ -201,22 +262,36 @@ def test_emitted_sbatch_script_and_gather(klass, local_book):
     for student in ("ada", "bob"):
         shutil.copytree(klass / student, subs / student)
     script = WORK / "grade.sbatch"
-    code, _ = batch("--emit-sbatch", "--submissions", subs, "--out", out, "--emit-sbatch", script,
-                    "--device", "interpreter", "--time", "10")  # fmt: skip
+    code, _ = batch(
+        "--emit-sbatch",
+        "--submissions",
+        subs,
+        "--out",
+        out,
+        "--emit-sbatch",
+        script,
+        "--device",
+        "interpreter",
+        "--time",
+        "10",
+    )
     assert code == 0
     text = script.read_text()
     print(text)
     assert "#SBATCH --array=0-1%2" in text and "grader.classroom.engines.task --manifest" in text
     start = time.monotonic()
     submitted = subprocess.run(["sbatch", "--wait", str(script)], capture_output=True, text=True)
-    print(f"$ sbatch --wait {script}\n{submitted.stdout}{submitted.stderr}"
-          f"(exit {submitted.returncode} after {time.monotonic() - start:.1f} s)")  # fmt: skip
+    print(
+        f"$ sbatch --wait {script}\n{submitted.stdout}{submitted.stderr}"
+        f"(exit {submitted.returncode} after {time.monotonic() - start:.1f} s)"
+    )
     assert submitted.returncode == 0
     code, _ = batch("--gather", "--gather", "--out", out)
     assert code == 0
     rows = book(out)
     assert {s: (r["status"], *grades(r)) for s, r in rows.items()} == {
-        s: ("graded", *grades(local_book[s])) for s in ("ada", "bob")}  # fmt: skip
+        s: ("graded", *grades(local_book[s])) for s in ("ada", "bob")
+    }
 
 
 def test_ctrl_c_cancels_the_array(klass):
@@ -225,14 +300,28 @@ def test_ctrl_c_cancels_the_array(klass):
     subs, out = WORK / "slow-pair", WORK / "out-ctrl-c"
     shutil.copytree(klass / "eve", subs / "ada")
     shutil.copytree(klass / "bob", subs / "bob")
-    proc = spawn("slurm engine, Ctrl-C while grading", "--engine", "slurm", "--submissions", subs,
-                 "--out", out, "--max-parallel", "1", "--device", "interpreter")  # fmt: skip
+    proc = spawn(
+        "slurm engine, Ctrl-C while grading",
+        "--engine",
+        "slurm",
+        "--submissions",
+        subs,
+        "--out",
+        out,
+        "--max-parallel",
+        "1",
+        "--device",
+        "interpreter",
+    )
     job = wait_running(out, "ada")
     proc.send_signal(signal.SIGINT)
     code, output = collect(proc)
     assert code == 130 and f"cancelling Slurm job {job.split('_')[0]}" in output
-    live = subprocess.run(["squeue", "-h", "-r", "-j", job.split("_")[0], "-t", "PD,R,CG"],
-                          capture_output=True, text=True)  # fmt: skip
+    live = subprocess.run(
+        ["squeue", "-h", "-r", "-j", job.split("_")[0], "-t", "PD,R,CG"],
+        capture_output=True,
+        text=True,
+    )
     assert live.stdout.strip() == "", live.stdout
     rows = book(out)
     assert (rows["ada"]["status"], rows["ada"]["score"]) == ("infra_error", "")

@@ -47,8 +47,16 @@ from grader.classroom.engines.task import (
 from kata.catalogue import EXERCISE_LIST, ROOT
 
 QUEUED = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
-RUNNING = {"RUNNING", "CONFIGURING", "COMPLETING", "SIGNALING", "STAGE_OUT", "RESIZING",
-           "SUSPENDED", "STOPPED"}  # fmt: skip
+RUNNING = {
+    "RUNNING",
+    "CONFIGURING",
+    "COMPLETING",
+    "SIGNALING",
+    "STAGE_OUT",
+    "RESIZING",
+    "SUSPENDED",
+    "STOPPED",
+}
 # Ended by Slurm or the machine, not by the grader: never a score.
 INFRA = {
     "TIMEOUT": "the task reached its time limit (--time)",
@@ -94,8 +102,10 @@ def missing_commands(names: Iterable[str] = ("sbatch", "squeue", "scancel", "sru
     missing = [n for n in names if shutil.which(n) is None]
     if not missing:
         return None
-    return (f"--engine slurm needs Slurm's {', '.join(missing)} on PATH, and there is none: run "
-            f"this on the cluster's login node (see {SHARED_HINT}), or use --engine local")  # fmt: skip
+    return (
+        f"--engine slurm needs Slurm's {', '.join(missing)} on PATH, and there is none: run "
+        f"this on the cluster's login node (see {SHARED_HINT}), or use --engine local"
+    )
 
 
 def local_paths(paths: dict[str, Path]) -> list[str]:
@@ -163,8 +173,11 @@ def scheduler_states(jobs: Iterable[str]) -> tuple[dict[str, tuple[str, str]], b
 def log_files(out: Path, job: str) -> list[Path]:
     """The task's logs: sbatch's for an emitted script, submitit's otherwise."""
     slurm = out / ".slurm"
-    return [slurm / "logs" / f"{job}.log", slurm / "submitit" / f"{job}_0_log.err",
-            slurm / "submitit" / f"{job}_0_log.out"]  # fmt: skip
+    return [
+        slurm / "logs" / f"{job}.log",
+        slurm / "submitit" / f"{job}_0_log.err",
+        slurm / "submitit" / f"{job}_0_log.out",
+    ]
 
 
 def state_from_log(out: Path, job: str) -> tuple[str, str] | None:
@@ -233,9 +246,10 @@ def explain(out: Path, students: list[str]) -> dict[str, tuple[str, str]]:
         own = record.get("reason", "") if record.get("status") == "infra_error" else ""
         if not job:
             result[student] = (
-                ("infra_error", own) if own
+                ("infra_error", own)
+                if own
                 else ("not_graded", "grading started and did not finish" if record else "no report")
-            )  # fmt: skip
+            )
             continue
         saved = read_json(f.slurm) or {}
         state, reason = states.get(job, ("", ""))
@@ -264,11 +278,17 @@ def explain(out: Path, students: list[str]) -> dict[str, tuple[str, str]]:
         elif own:  # what the task itself saw (a folder it could not read, a killed grader)
             result[student] = ("infra_error", f"{own} (job {job}{node}){hint}")
         elif answered:
-            result[student] = ("infra_error", f"LOST: Slurm no longer knows job {job} and it left no "
-                               f"report (cancelled before it started?){hint}")  # fmt: skip
+            result[student] = (
+                "infra_error",
+                f"LOST: Slurm no longer knows job {job} and it left no "
+                f"report (cancelled before it started?){hint}",
+            )
         else:
-            result[student] = ("not_graded", f"no report; Slurm did not answer about job {job} "
-                               f"(gather on the cluster's login node){hint}")  # fmt: skip
+            result[student] = (
+                "not_graded",
+                f"no report; Slurm did not answer about job {job} "
+                f"(gather on the cluster's login node){hint}",
+            )
     return result
 
 
@@ -296,11 +316,13 @@ def submit(tasks: list[Task], out: Path, opts: Options) -> dict[str, str]:
         raise SubmitError("the Slurm engine needs submitit (`nox -s batch` installs it)") from exc
     executor = submitit.AutoExecutor(folder=out / ".slurm" / "submitit", cluster="slurm")
     params: dict[str, object] = {
-        "name": "kata-grade", "timeout_min": opts.time_min, "cpus_per_task": opts.cpus,
+        "name": "kata-grade",
+        "timeout_min": opts.time_min,
+        "cpus_per_task": opts.cpus,
         "slurm_array_parallelism": opts.max_parallel,
         # The tasks import the grader from this checkout (shared with the nodes).
         "slurm_setup": [f"cd {shlex.quote(str(ROOT))}"],
-    }  # fmt: skip
+    }
     if opts.gpus_per_task:
         params["gpus_per_node"] = opts.gpus_per_task  # one task per job: the task's GPUs
     if opts.partition:
@@ -322,8 +344,14 @@ def submit(tasks: list[Task], out: Path, opts: Options) -> dict[str, str]:
         # --force) must not cost the earlier grades. A task cannot have finished meanwhile.
         clear(out, task.student)
         ids[task.student] = job.job_id
-        write_json(files(out, task.student).slurm,
-                   {"job": job.job_id, "engine": "submitit", "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z")})  # fmt: skip
+        write_json(
+            files(out, task.student).slurm,
+            {
+                "job": job.job_id,
+                "engine": "submitit",
+                "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            },
+        )
     return ids
 
 
@@ -366,8 +394,10 @@ def wait(jobs: dict[str, str], out: Path, opts: Options, stream=sys.stdout) -> N
         elif silent_since is None:
             silent_since = time.monotonic()
         elif time.monotonic() - silent_since > 600:
-            stream.write(f"\nSlurm has not answered for 10 minutes; the tasks may still run: "
-                         f"gather later with `nox -s batch -- --gather --out {out}`\n")  # fmt: skip
+            stream.write(
+                f"\nSlurm has not answered for 10 minutes; the tasks may still run: "
+                f"gather later with `nox -s batch -- --gather --out {out}`\n"
+            )
             return
         if answered and counts["queued"] + counts["running"] == 0:
             if settled:  # a second look: shared filesystems can show a node's files late
@@ -398,8 +428,15 @@ def cancel(jobs: dict[str, str], out: Path, stream=sys.stdout) -> None:
         state = states.get(job, ("", ""))[0]
         if state in ("", "CANCELLED"):  # a pending task that was cancelled leaves no trace
             f = files(out, student)
-            write_json(f.slurm, {**(read_json(f.slurm) or {}), "job": job, "state": "CANCELLED",
-                                 "reason": "Ctrl-C in the batch command"})  # fmt: skip
+            write_json(
+                f.slurm,
+                {
+                    **(read_json(f.slurm) or {}),
+                    "job": job,
+                    "state": "CANCELLED",
+                    "reason": "Ctrl-C in the batch command",
+                },
+            )
 
 
 def run(tasks: list[Task], out: Path, opts: Options, stream=sys.stdout) -> int:
@@ -415,9 +452,11 @@ def run(tasks: list[Task], out: Path, opts: Options, stream=sys.stdout) -> int:
         return 2
     arrays = ", ".join(sorted({j.split("_")[0] for j in jobs.values()}))
     gpus = f"{opts.gpus_per_task} GPU(s)" if opts.gpus_per_task else "no GPU"
-    stream.write(f"submitted Slurm job {arrays} through submitit: {len(tasks)} array task(s), "
-                 f"at most {min(opts.max_parallel, len(tasks))} at once, {opts.time_min} min, {gpus} and "
-                 f"{opts.cpus} CPU(s) each; logs in {out / '.slurm' / 'submitit'}\n")  # fmt: skip
+    stream.write(
+        f"submitted Slurm job {arrays} through submitit: {len(tasks)} array task(s), "
+        f"at most {min(opts.max_parallel, len(tasks))} at once, {opts.time_min} min, {gpus} and "
+        f"{opts.cpus} CPU(s) each; logs in {out / '.slurm' / 'submitit'}\n"
+    )
     stream.flush()
     try:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a Ctrl-C held meanwhile comes here
@@ -444,15 +483,27 @@ def emit(tasks: list[Task], out: Path, opts: Options, script: Path) -> tuple[Pat
         n += 1
         manifest = slurm / "manifests" / f"{stamp}-{n}.json"
     first = tasks[0]
-    write_json(manifest, {
-        "grader_version": grader_version(), "out": str(out), "device": first.device,
-        "jobs": first.jobs, "timeout": first.timeout,
-        "students": [{"student": t.student, "target": t.target} for t in tasks],
-    })  # fmt: skip
+    write_json(
+        manifest,
+        {
+            "grader_version": grader_version(),
+            "out": str(out),
+            "device": first.device,
+            "jobs": first.jobs,
+            "timeout": first.timeout,
+            "students": [{"student": t.student, "target": t.target} for t in tasks],
+        },
+    )
     q = shlex.quote
-    options = ["--job-name=kata-grade", f"--array=0-{len(tasks) - 1}%{min(opts.max_parallel, len(tasks))}",
-               f"--time={opts.time_min}", "--nodes=1", "--ntasks=1", f"--cpus-per-task={opts.cpus}",
-               f"--output={q(str(slurm / 'logs' / '%A_%a.log'))}"]  # fmt: skip
+    options = [
+        "--job-name=kata-grade",
+        f"--array=0-{len(tasks) - 1}%{min(opts.max_parallel, len(tasks))}",
+        f"--time={opts.time_min}",
+        "--nodes=1",
+        "--ntasks=1",
+        f"--cpus-per-task={opts.cpus}",
+        f"--output={q(str(slurm / 'logs' / '%A_%a.log'))}",
+    ]
     if opts.gpus_per_task:
         options.append(f"--gpus-per-node={opts.gpus_per_task}")
     if opts.partition:

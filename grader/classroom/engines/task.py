@@ -36,7 +36,7 @@ from kata.catalogue import ROOT
 STATUSES = ("running", "graded", "grader_error", "infra_error")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Task:
     """One student to grade. Plain values only: it is pickled for Slurm and stored in manifests."""
 
@@ -97,7 +97,9 @@ def write_json(path: Path, data: dict) -> None:
 
 def _counts_for_version(path: Path) -> bool:
     rel = path.relative_to(ROOT).as_posix()
-    return "__pycache__" not in rel and not rel.startswith(("grader/classroom/engines/", "grader/classroom/batch.py"))
+    return "__pycache__" not in rel and not rel.startswith(
+        ("grader/classroom/engines/", "grader/classroom/batch.py")
+    )
 
 
 def grader_version() -> str:
@@ -119,9 +121,12 @@ def is_graded(out: Path, student: str, version: str) -> bool:
     f = files(out, student)
     record, report = read_json(f.task), read_json(f.score)
     return bool(
-        record and report and "score" in report
-        and record.get("status") == "graded" and record.get("grader_version") == version
-    )  # fmt: skip
+        record
+        and report
+        and "score" in report
+        and record.get("status") == "graded"
+        and record.get("grader_version") == version
+    )
 
 
 def clear(out: Path, student: str) -> None:
@@ -186,9 +191,16 @@ def _run(cmd: list[str], env: dict) -> tuple[int, str]:
     # by default, so the grader and everything it starts inherit "ignore" (kept across exec).
     # Only in a Slurm task's main thread: preexec_fn is unsafe beside other threads.
     ignore = _ignore_time_warning if _in_slurm_main() else None
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            preexec_fn=ignore)  # fmt: skip
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        preexec_fn=ignore,
+    )
     try:
         output, _ = proc.communicate()
     except BaseException:  # Ctrl-C, or the task being stopped: leave no grader running
@@ -223,11 +235,17 @@ def grade_student(task: Task) -> dict:
         env["CUDA_VISIBLE_DEVICES"] = str(task.gpu)
     host = socket.gethostname()
     record = {
-        "student": task.student, "target": task.target, "status": "running",
-        "grader_version": grader_version(), "host": host,
-        "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES"), **slurm_ids(),
-        "manifest": task.manifest, "index": task.index, "started": _now(),
-    }  # fmt: skip
+        "student": task.student,
+        "target": task.target,
+        "status": "running",
+        "grader_version": grader_version(),
+        "host": host,
+        "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES"),
+        **slurm_ids(),
+        "manifest": task.manifest,
+        "index": task.index,
+        "started": _now(),
+    }
     write_json(f.task, record)
     _keep_grading_on_time_warning(record, f.task)
 
@@ -237,38 +255,69 @@ def grade_student(task: Task) -> dict:
         return record
 
     if not Path(task.target).is_dir():
-        return finish("infra_error", reason=f"{host} cannot see the submission folder "
-                      f"{task.target} (is it on a filesystem shared with the nodes?)")  # fmt: skip
+        return finish(
+            "infra_error",
+            reason=f"{host} cannot see the submission folder "
+            f"{task.target} (is it on a filesystem shared with the nodes?)",
+        )
     # No page here: batch.finish draws score.html once score.json is in place.
-    cmd = [sys.executable, "-m", "grader", "--target", task.target, "--report", str(f.partial),
-           "--device", task.device, "--quiet", "--jobs", str(task.jobs), "--no-html"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "grader",
+        "--target",
+        task.target,
+        "--report",
+        str(f.partial),
+        "--device",
+        task.device,
+        "--quiet",
+        "--jobs",
+        str(task.jobs),
+        "--no-html",
+    ]
     if task.timeout:
         cmd += ["--timeout", str(task.timeout)]
     start = time.monotonic()
     code, output = _run(cmd, env)
     duration = round(time.monotonic() - start, 1)
     where = f"Slurm job {record['slurm_job']}" if record.get("slurm_job") else "no Slurm job"
-    f.log.write_text(f"# batch: {task.student} graded on {host}, CUDA_VISIBLE_DEVICES="
-                     f"{record['cuda_visible_devices'] or '-'}, {where}, grader "
-                     f"{record['grader_version']}\n{output}")  # fmt: skip
+    f.log.write_text(
+        f"# batch: {task.student} graded on {host}, CUDA_VISIBLE_DEVICES="
+        f"{record['cuda_visible_devices'] or '-'}, {where}, grader "
+        f"{record['grader_version']}\n{output}"
+    )
     report = read_json(f.partial)
     if code < 0:  # killed from outside: Slurm ending the task, or the kernel's OOM killer
         name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
-        return finish("infra_error", duration_s=duration,
-                      reason=f"the grader was killed by {name} (task cancelled, out of time or memory?)")  # fmt: skip
+        return finish(
+            "infra_error",
+            duration_s=duration,
+            reason=f"the grader was killed by {name} (task cancelled, out of time or memory?)",
+        )
     if code != 0 or not report or "score" not in report:
         last = next((ln for ln in reversed(output.splitlines()) if ln.strip()), "no output")
-        return finish("grader_error", duration_s=duration,
-                      reason=f"the grader exited {code} without a report: {last.strip()}")  # fmt: skip
-    done = finish("graded", duration_s=duration, score=report["score"],
-                  max_score=report.get("max_score"), schema_version=report.get("schema_version"))  # fmt: skip
+        return finish(
+            "grader_error",
+            duration_s=duration,
+            reason=f"the grader exited {code} without a report: {last.strip()}",
+        )
+    done = finish(
+        "graded",
+        duration_s=duration,
+        score=report["score"],
+        max_score=report.get("max_score"),
+        schema_version=report.get("schema_version"),
+    )
     os.replace(f.partial, f.score)  # last: score.json appears whole, after task.json says graded
     return done
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m grader.classroom.engines.task",
-                                description="Grade one student of a batch manifest.")  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="python -m grader.classroom.engines.task",
+        description="Grade one student of a batch manifest.",
+    )
     p.add_argument("--manifest", type=Path, required=True)
     p.add_argument("--index", type=int, help="default: $SLURM_ARRAY_TASK_ID")
     args = p.parse_args(argv)
@@ -280,12 +329,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"task: cannot read the manifest {args.manifest}", file=sys.stderr)
         return 2
     entry = manifest["students"][int(index)]
-    task = Task(entry["student"], entry["target"], manifest["out"], manifest["device"],
-                manifest["jobs"], manifest.get("timeout"), None, str(args.manifest.resolve()),
-                int(index))  # fmt: skip
+    task = Task(
+        student=entry["student"],
+        target=entry["target"],
+        out=manifest["out"],
+        device=manifest["device"],
+        jobs=manifest["jobs"],
+        timeout=manifest.get("timeout"),
+        gpu=None,
+        manifest=str(args.manifest.resolve()),
+        index=int(index),
+    )
     record = grade_student(task)
-    print(f"{task.student}: {record['status']} {record.get('score', '')}"
-          f" {record.get('reason', '')}".rstrip())  # fmt: skip
+    print(
+        f"{task.student}: {record['status']} {record.get('score', '')}"
+        f" {record.get('reason', '')}".rstrip()
+    )
     return 0 if record["status"] == "graded" else 1
 
 

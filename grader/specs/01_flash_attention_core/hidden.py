@@ -19,6 +19,7 @@ from grader.specs.hidden import ATTENTION_NOTES, attention_cases
 from grader.specs.inputs import all_low, falling, growing, qkv
 from grader.specs.model import Case, Check, right, wrong
 
+# fmt: off
 CASES = [
     Case(name="grow-3-blocks", about="M=20, N=48, D=16; every key block raises the row maxima",
          inputs=growing(1, 20, 48, 16, 16)),
@@ -40,9 +41,11 @@ CASES = [
     Case(name="scores-30x", about="M=24, N=64, D=16, scores 30x larger than usual",
          inputs=qkv(9, 24, 64, 16, magnitude=30.0)),
     *attention_cases(10),
-]  # fmt: skip
+]
+# fmt: on
 
 HOSTILE = (ACC_NOT_RESCALED, RUNNING_MAX_NOT_FROM_NEG_INF, REFERENCE_NOT_RUNNING_MAX)
+# fmt: off
 CHECKS = [
     Check(id="running-max-grows", todo="rescale-acc", points=10,
           about="Several key blocks, each raising the running maximum of every row",
@@ -57,7 +60,8 @@ CHECKS = [
           cases=("falling-maxima", "all-scores-low", "scores-30x"), judge="output",
           traps=HOSTILE),
     *ATTENTION_NOTES,
-]  # fmt: skip
+]
+# fmt: on
 
 REFERENCE = {"rescale-acc": "acc = acc * alpha[:, None] + tl.dot(p, v)"}
 
@@ -69,6 +73,7 @@ _M_INIT = 'm_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)'
 _LOOP = "for n0 in range(0, N, BLOCK_N):"
 LOG2E = "1.4426950408889634"
 
+# fmt: off
 GALLERY = [
     wrong("01-acc-not-rescaled", "the skeleton's mistake: l_i follows the new max, acc does not",
           fills={"rescale-acc": "acc += tl.dot(p, v)"}, traps=["acc-not-rescaled"],
@@ -128,4 +133,5 @@ GALLERY = [
     right("01-chapter", "the chapter's own kernel: fp32 style, its own names, 4x4 host blocks",
           file="chapter.py", integrity=True,
           expect={"notes_failed": ("half-precision-inputs",)}),
-]  # fmt: skip
+]
+# fmt: on

@@ -6,16 +6,20 @@ from grader.specs.model import Case, Check
 
 SKELETON_TRAPS = ("acc-not-rescaled",)
 
+# fmt: off
 CASES = [
     Case(name="growing-maxima", about="M=20, N=48, D=16; every key block raises the row maxima",
          inputs=growing(901, 20, 48, 16, 16), hidden=False),
     Case(name="example-17x23", about="M=17, N=23, D=8 (the worked example's shape)",
          inputs=qkv(902, 17, 23, 8), hidden=False),
-]  # fmt: skip
+]
+# fmt: on
 
+# fmt: off
 CHECKS = [
     Check(id="public-online-softmax", todo="rescale-acc", points=25,
           about="Growing maxima and the worked example's shape",
           cases=("growing-maxima", "example-17x23"), judge="output", traps=(ACC_NOT_RESCALED,),
           hidden=False),
-]  # fmt: skip
+]
+# fmt: on

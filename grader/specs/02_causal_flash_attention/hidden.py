@@ -19,6 +19,7 @@ from grader.specs.hidden import ATTENTION_NOTES, attention_cases
 from grader.specs.inputs import all_low, future_high, growing, qkv
 from grader.specs.model import Case, Check, Expect, right, wrong
 
+# fmt: off
 CASES = [
     Case(name="chapter-20x20", about="M=N=20, D=8: the chapter's causal example shape",
          inputs=qkv(110, 20, 20, 8), causal=True),
@@ -38,9 +39,11 @@ CASES = [
     Case(name="all-scores-low", about="M=N=40, D=16: every score of every other row is near -150",
          inputs=all_low(118, 40, 40, 16), causal=True),
     *attention_cases(107, causal=True),
-]  # fmt: skip
+]
+# fmt: on
 
 MASK_TRAPS = (CAUSAL_MASK_MISSING, CAUSAL_MASK_OFF_BY_ONE)
+# fmt: off
 CHECKS = [
     Check(id="causal-square", todo="causal-mask", points=10,
           about="M = N with diagonal tiles, including the chapter's 20x20 example",
@@ -59,7 +62,8 @@ CHECKS = [
           cases=("future-keys-high", "future-keys-high-16x32", "all-scores-low"), judge="output",
           traps=(*MASK_TRAPS, CAUSAL_MASK_AFTER_EXP)),
     *ATTENTION_NOTES,
-]  # fmt: skip
+]
+# fmt: on
 
 HI = "hi = tl.minimum(N, (pid_m + 1) * BLOCK_M)"
 _CAUSAL = "offs_m[:, None] >= offs_n[None, :]"
@@ -77,6 +81,7 @@ def _mask(condition: str, hi: str = HI) -> dict:
     return {"causal-mask": (hi, f"visible = visible & ({condition})")}
 
 
+# fmt: off
 GALLERY = [
     wrong("02-mask-missing", "the loop stops at the diagonal block but no per-pair mask",
           fills={"causal-mask": (HI, "")}, traps=["causal-mask-missing"], breaks="causal-mask"),
@@ -132,4 +137,5 @@ GALLERY = [
           edits=[("for start in range(0, N, BLOCK_N):", "for start in range(0, tl.minimum(N, max_col), BLOCK_N):"),
                  ("        if start >= max_col:\n            continue\n", "")],
           expect={"notes_failed": ("half-precision-inputs",)}),
-]  # fmt: skip
+]
+# fmt: on

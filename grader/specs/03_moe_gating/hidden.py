@@ -40,6 +40,7 @@ def _raw_sums_vary(cases: list[Case]) -> None:
             )
 
 
+# fmt: off
 CASES = [
     Case(name="random-64x8", about="64 tokens x 8 experts, random logits", inputs=logits(200, 64, 8)),
     Case(name="random-33x16", about="33 tokens x 16 experts, random logits",
@@ -67,8 +68,10 @@ CASES = [
          inputs=logits(202, 20, 8), layout={"logits": "row-sliced"}, twin="rows-plain-20x8"),
     Case(name="rows-plain-20x8", about="the strided case's numbers, contiguous",
          inputs=logits(202, 20, 8)),
-]  # fmt: skip
+]
+# fmt: on
 
+# fmt: off
 CHECKS = [
     Check(id="top2-random", todo="top2-mask", points=10,
           about="Random logits, 8 and 16 experts, and E = 2",
@@ -103,7 +106,8 @@ CHECKS = [
     Check(id="strided-rows", todo=None, points=0,
           about="Note on given code: every other row of a larger tensor",
           cases=("rows-sliced-20x8",), judge="twin", contract=True),
-]  # fmt: skip
+]
+# fmt: on
 
 REFERENCE = {
     "top2-mask": 'rest = tl.where(cols == i0, float("-inf"), probs)',
@@ -116,6 +120,7 @@ l0 = tl.max(logits, axis=0)
 l1 = tl.max(tl.where(cols == i1, logits, float("-inf")), axis=0)
 """
 
+# fmt: off
 GALLERY = [
     wrong("03-top2-not-masked", "the second max/argmax finds the top-1 again; the right "
           "renormalization cannot be judged (blocked, not paid, not failed)",
@@ -164,4 +169,5 @@ GALLERY = [
                                           "w1 = e1 / (1.0 + e1)"}),
     right("03-chapter", "the chapter's own kernel: its own names, torch.topk's check",
           file="chapter.py", integrity=True),
-]  # fmt: skip
+]
+# fmt: on

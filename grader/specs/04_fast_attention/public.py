@@ -22,17 +22,21 @@ TILES = {
     False: {"BLOCK_M": 64, "BLOCK_N": 64, "TMA": True, "num_warps": 4, "num_stages": 2},
     True: {"BLOCK_M": 128, "BLOCK_N": 64, "TMA": False, "num_warps": 8, "num_stages": 3},
 }
+# fmt: off
 CASES = [
     Case(name=f"{tag}-fp16", about=f"B=1, H=2, S={S}, D=64, float16, {tag}",
          inputs=bhsd(931 + causal, 1, 2, S, 64, "float16"), dtype="float16", causal=causal,
          config=TILES[causal], hidden=False)
     for causal, tag, S in ((False, "full", 128), (True, "causal", 384))
-]  # fmt: skip
+]
+# fmt: on
 
+# fmt: off
 CHECKS = [
     Check(id="public-fast-attention-full", todo="exp2-scale", points=25, about="Non-causal, float16",
           cases=("full-fp16",), judge="output", traps=(EXP2_CONSTANT_WRONG,), hidden=False),
     Check(id="public-fast-attention-causal", todo="causal-stages", points=25,
           about="Causal, float16", cases=("causal-fp16",), judge="output",
           traps=(DIAGONAL_STAGE_MISSING,), requires="exp2-scale", hidden=False),
-]  # fmt: skip
+]
+# fmt: on

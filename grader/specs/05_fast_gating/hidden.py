@@ -10,6 +10,7 @@ from grader.specs.model import Case, Check, right, wrong
 # kernel offers. A row mapping that holds at one tile height only is wrong at the others.
 ROWS_16, ROWS_32, ROWS_64, ROWS_128 = ({"BLOCK_M": m, "num_warps": 4} for m in (16, 32, 64, 128))
 
+# fmt: off
 CASES = [
     Case(name="random-1000x64", about="1000 tokens x 64 experts, 64 rows per program", inputs=logits(400, 1000, 64), config=ROWS_64),
     Case(name="random-333x128", about="333 tokens x 128 experts, 32 rows per program",
@@ -29,8 +30,10 @@ CASES = [
     Case(name="bf16-40x9", about="40 tokens x 9 experts (padded to 16), bfloat16",
          inputs={"logits": round_to(logits(407, 40, 9)["logits"], "bfloat16")}, dtype="bfloat16",
          config=ROWS_16),
-]  # fmt: skip
+]
+# fmt: on
 
+# fmt: off
 CHECKS = [
     # The weights come from given code here: a wrong row mapping is what shows in them. They are
     # judged first: until every token gets its own row, the experts a token was given say
@@ -47,7 +50,8 @@ CHECKS = [
                  "ties-e8", "dominant-e16", "bf16-40x9"), judge="top2",
           traps=(TOP2_NOT_MASKED, TOP1_FILL_TOO_HIGH, TIES_NOT_LOWEST_INDEX),
           requires="rows-per-program"),
-]  # fmt: skip
+]
+# fmt: on
 
 REFERENCE = {
     "rows-per-program": "rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)",
@@ -59,6 +63,7 @@ rest, rest_idx = tl.where(holds_top1, t2, t1), tl.where(holds_top1, i2, i1)""",
 _E1 = "e1 = tl.exp(l1 - l0)"
 _W1 = "w1 = e1 / (1.0 + e1)"
 
+# fmt: off
 GALLERY = [
     wrong("05-top2-not-masked", "the best slot is picked again, so the top-1 comes back",
           fills={"top2-mask": "rest, rest_idx = t1, i1"}, traps=["top2-not-masked"],
@@ -92,4 +97,5 @@ GALLERY = [
           "top-1 expert, written as one where per output",
           fills={"top2-mask": "rest = tl.where(i1 == i0[:, None], t2, t1)\n"
                               "rest_idx = tl.where(i1 == i0[:, None], i2, i1)"}),
-]  # fmt: skip
+]
+# fmt: on

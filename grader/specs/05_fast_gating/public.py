@@ -12,15 +12,19 @@ TIMING = (
     {"M": 2**20, "E": 128, "dtype": "bfloat16"},
 )
 
+# fmt: off
 CASES = [
     Case(name="random-300x64", about="300 tokens x 64 experts, 64 rows per program",
          inputs=logits(941, 300, 64), config={"BLOCK_M": 64, "num_warps": 4}, hidden=False),
-]  # fmt: skip
+]
+# fmt: on
 
+# fmt: off
 CHECKS = [
     Check(id="public-fast-gating-weights", todo="rows-per-program", points=25,
           about="Many rows per program", cases=("random-300x64",), judge="weights", hidden=False),
     Check(id="public-fast-gating-top2", todo="top2-mask", points=25, about="Many rows per program",
           cases=("random-300x64",), judge="top2", traps=(TOP2_NOT_MASKED,), hidden=False,
           requires="rows-per-program"),
-]  # fmt: skip
+]
+# fmt: on

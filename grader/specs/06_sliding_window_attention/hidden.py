@@ -18,6 +18,7 @@ from grader.specs.hidden import ATTENTION_NOTES, attention_cases
 from grader.specs.inputs import all_low, future_high, growing, qkv
 from grader.specs.model import Case, Check, right, wrong
 
+# fmt: off
 CASES = [
     Case(name="square-48-w10", about="M=N=48, D=16, WINDOW=10: the worked example's shape",
          inputs=qkv(160, 48, 48, 16), causal=True, window=10),
@@ -50,9 +51,11 @@ CASES = [
          about="M=N=40, D=16, WINDOW=9: every score of every other row is near -150",
          inputs=all_low(174, 40, 40, 16), causal=True, window=9),
     *attention_cases(175, causal=True, windows=(11, 7)),
-]  # fmt: skip
+]
+# fmt: on
 
 WINDOW_TRAPS = (WINDOW_IGNORED, WINDOW_OFF_BY_ONE)
+# fmt: off
 CHECKS = [
     # WINDOW = 1 comes last: there the one-key-short window is all NaN, which names no trap.
     Check(id="window-square", todo="window-mask", points=8,
@@ -78,7 +81,8 @@ CHECKS = [
           "-150", cases=("old-keys-high", "old-keys-high-16x32", "all-scores-low"),
           judge="output", traps=WINDOW_TRAPS),
     *ATTENTION_NOTES,
-]  # fmt: skip
+]
+# fmt: on
 
 LO = "lo = tl.maximum(pid_m * BLOCK_M - WINDOW + 1, 0) // BLOCK_N * BLOCK_N"
 _IN_WINDOW = "offs_m[:, None] - offs_n[None, :] < WINDOW"
@@ -99,6 +103,7 @@ def _lo(expression: str) -> dict:
     return {"window-mask": (f"lo = {expression}", MASK)}
 
 
+# fmt: off
 GALLERY = [
     wrong("06-window-ignored", "the loop starts at the window's first tile but no per-pair "
           "window condition: causal over whole tiles", fills={"window-mask": (LO, "")},
@@ -175,4 +180,5 @@ GALLERY = [
     right("06-written-apart", "a sliding-window kernel written apart from the skeleton: both "
           "bounds up front, one `valid` mask, the chapter's names", file="apart.py",
           integrity=True),
-]  # fmt: skip
+]
+# fmt: on

@@ -10,20 +10,37 @@ import triton.language as tl
 
 @triton.jit
 def flash_attn_causal_kernel(
-    q_ptr, k_ptr, v_ptr, out_ptr,
-    M, N, D,
-    stride_qm, stride_qd, stride_kn, stride_kd, stride_vn, stride_vd, stride_om, stride_od,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    out_ptr,
+    M,
+    N,
+    D,
+    stride_qm,
+    stride_qd,
+    stride_kn,
+    stride_kd,
+    stride_vn,
+    stride_vd,
+    stride_om,
+    stride_od,
     scale,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-):  # fmt: skip
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
     pid = tl.program_id(0)
     rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
     dims = tl.arange(0, BLOCK_D)
     row_mask = rows < M
     dim_mask = dims < D
 
-    q = tl.load(q_ptr + rows[:, None] * stride_qm + dims[None, :] * stride_qd,
-                mask=row_mask[:, None] & dim_mask[None, :], other=0.0)  # fmt: skip
+    q = tl.load(
+        q_ptr + rows[:, None] * stride_qm + dims[None, :] * stride_qd,
+        mask=row_mask[:, None] & dim_mask[None, :],
+        other=0.0,
+    )
 
     m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l_i = tl.zeros((BLOCK_M,), tl.float32)
@@ -36,10 +53,16 @@ def flash_attn_causal_kernel(
             continue
         cols = start + tl.arange(0, BLOCK_N)
         col_mask = cols < N
-        k = tl.load(k_ptr + cols[:, None] * stride_kn + dims[None, :] * stride_kd,
-                    mask=col_mask[:, None] & dim_mask[None, :], other=0.0)  # fmt: skip
-        v = tl.load(v_ptr + cols[:, None] * stride_vn + dims[None, :] * stride_vd,
-                    mask=col_mask[:, None] & dim_mask[None, :], other=0.0)  # fmt: skip
+        k = tl.load(
+            k_ptr + cols[:, None] * stride_kn + dims[None, :] * stride_kd,
+            mask=col_mask[:, None] & dim_mask[None, :],
+            other=0.0,
+        )
+        v = tl.load(
+            v_ptr + cols[:, None] * stride_vn + dims[None, :] * stride_vd,
+            mask=col_mask[:, None] & dim_mask[None, :],
+            other=0.0,
+        )
 
         s = tl.dot(q, tl.trans(k)) * scale
         valid = (rows[:, None] >= cols[None, :]) & col_mask[None, :]
@@ -54,8 +77,11 @@ def flash_attn_causal_kernel(
         m_i = m_new
 
     out = acc / l_i[:, None]
-    tl.store(out_ptr + rows[:, None] * stride_om + dims[None, :] * stride_od, out,
-             mask=row_mask[:, None] & dim_mask[None, :])  # fmt: skip
+    tl.store(
+        out_ptr + rows[:, None] * stride_om + dims[None, :] * stride_od,
+        out,
+        mask=row_mask[:, None] & dim_mask[None, :],
+    )
 
 
 def causal_flash_attention(q, k, v, BLOCK_M=4, BLOCK_N=4):
@@ -65,11 +91,26 @@ def causal_flash_attention(q, k, v, BLOCK_M=4, BLOCK_N=4):
     BLOCK_D = triton.next_power_of_2(D)
     grid = (triton.cdiv(M, BLOCK_M),)
     flash_attn_causal_kernel[grid](
-        q, k, v, out, M, N, D,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        out.stride(0), out.stride(1), 1.0 / math.sqrt(D),
-        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=BLOCK_D,
-    )  # fmt: skip
+        q,
+        k,
+        v,
+        out,
+        M,
+        N,
+        D,
+        q.stride(0),
+        q.stride(1),
+        k.stride(0),
+        k.stride(1),
+        v.stride(0),
+        v.stride(1),
+        out.stride(0),
+        out.stride(1),
+        1.0 / math.sqrt(D),
+        BLOCK_M=BLOCK_M,
+        BLOCK_N=BLOCK_N,
+        BLOCK_D=BLOCK_D,
+    )
     return out
 
 

@@ -8,10 +8,16 @@ import triton.language as tl
 
 @triton.jit
 def moe_top2_gating_kernel(
-    logits_ptr, weight0_ptr, weight1_ptr, idx0_ptr, idx1_ptr,
-    M, E, stride_m,
+    logits_ptr,
+    weight0_ptr,
+    weight1_ptr,
+    idx0_ptr,
+    idx1_ptr,
+    M,
+    E,
+    stride_m,
     BLOCK_E: tl.constexpr,
-):  # fmt: skip
+):
     token = tl.program_id(0)
     cols = tl.arange(0, BLOCK_E)
     mask = cols < E
