@@ -88,9 +88,11 @@ def _env_python(session: nox.Session, extra: dict[str, str] | None = None) -> st
         # Also see the packages of the interpreter running nox, when that is itself a venv
         # holding torch: a venv's --system-site-packages only reaches the base interpreter.
         site = session.run(
-            str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            str(python),
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
             silent=True,
-        ).strip()  # fmt: skip
+        ).strip()
         own = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
         Path(site, "_kata_parent_site.pth").write_text("\n".join(sorted(own)) + "\n")
     wanted = {**RUNTIME, **(extra or {})}
@@ -116,7 +118,9 @@ def grade(session: nox.Session) -> None:
 @nox.session
 def run(session: nox.Session) -> None:
     """Run an exercise's worked example: `nox -s run -- 02` (`--solutions`: the reference)."""
-    session.run(_env_python(session), "-m", "kata.student.run", *session.posargs, success_codes=[0, 1])
+    session.run(
+        _env_python(session), "-m", "kata.student.run", *session.posargs, success_codes=[0, 1]
+    )
 
 
 @nox.session
@@ -144,8 +148,19 @@ if (ROOT / "solutions").is_dir():
     def _pytest(session: nox.Session, python: str, *args: str) -> None:
         """pytest on every core. Only the plugins the tests use are loaded: a plugin that
         happens to be installed beside torch (a benchmark timer, say) has no say."""
-        session.run(python, "-m", "pytest", "-p", "xdist.plugin", "-n", "auto", "--dist",
-                    "loadfile", *args, env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})  # fmt: skip
+        session.run(
+            python,
+            "-m",
+            "pytest",
+            "-p",
+            "xdist.plugin",
+            "-n",
+            "auto",
+            "--dist",
+            "loadfile",
+            *args,
+            env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        )
 
     @nox.session
     def tests(session: nox.Session) -> None:
@@ -170,8 +185,9 @@ if (ROOT / "solutions").is_dir():
     def e2e(session: nox.Session) -> None:
         """End to end: a class graded, resumed and shown in a browser; the handout and the
         Gradescope bundle unpacked and run (the tests marked e2e)."""
-        _pytest(session, _env_python(session, {**DEV, **TEST}), "-m", "e2e", "tests",
-                *session.posargs)  # fmt: skip
+        _pytest(
+            session, _env_python(session, {**DEV, **TEST}), "-m", "e2e", "tests", *session.posargs
+        )
 
     @nox.session
     def validate(session: nox.Session) -> None:
@@ -196,18 +212,30 @@ if (ROOT / "solutions").is_dir():
         cluster = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(cluster)
         with cluster.running(ROOT / ".slurm-test", log=session.log) as env:
-            session.run(python, "-m", "pytest", "tests/slurm", "-v", "-s", *session.posargs,
-                        env={"KATA_SLURM_TEST": "1", **env})  # fmt: skip
+            session.run(
+                python,
+                "-m",
+                "pytest",
+                "tests/slurm",
+                "-v",
+                "-s",
+                *session.posargs,
+                env={"KATA_SLURM_TEST": "1", **env},
+            )
 
     @nox.session
     def handout(session: nox.Session) -> None:
         """Build dist/triton-kata-handout.zip: what students get (public checks only)."""
-        session.run(_env_python(session), "-m", "kata.authoring.bundles", "handout", *session.posargs)
+        session.run(
+            _env_python(session), "-m", "kata.authoring.bundles", "handout", *session.posargs
+        )
 
     @nox.session
     def autograder(session: nox.Session) -> None:
         """Build dist/triton-kata-autograder.zip for Gradescope (setup.sh, run_autograder)."""
-        session.run(_env_python(session), "-m", "kata.authoring.bundles", "autograder", *session.posargs)
+        session.run(
+            _env_python(session), "-m", "kata.authoring.bundles", "autograder", *session.posargs
+        )
 
     @nox.session
     def bench(session: nox.Session) -> None:
@@ -222,9 +250,17 @@ if (ROOT / "solutions").is_dir():
         session.run(_env_python(session), "-m", "grader.specs.docs", *session.posargs)
 
     @nox.session
+    def new(session: nox.Session) -> None:
+        """Scaffold an exercise: `nox -s new -- 10_name --interface attention` writes its manifest
+        entry, solution, specs and docs page from the first exercise with that interface."""
+        session.run(_env_python(session), "-m", "kata.authoring.new", *session.posargs)
+
+    @nox.session
     def figures(session: nox.Session) -> None:
         """Redraw docs/figures/*.png from the reference kernels (needs matplotlib)."""
-        session.run(_env_python(session, {"matplotlib": "matplotlib"}), "-m", "kata.authoring.figures")
+        session.run(
+            _env_python(session, {"matplotlib": "matplotlib"}), "-m", "kata.authoring.figures"
+        )
 
     @nox.session
     def lint(session: nox.Session) -> None:

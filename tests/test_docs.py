@@ -36,8 +36,11 @@ def _copy_pages(tmp_path, monkeypatch) -> Path:
         (pages / page.name).write_text(page.read_text())
     traps = tmp_path / "traps.md"
     traps.write_text(docs.TRAPS_PAGE.read_text())
+    index = tmp_path / "README.md"
+    index.write_text(docs.INDEX.read_text())
     monkeypatch.setattr(docs, "PAGES", pages)
     monkeypatch.setattr(docs, "TRAPS_PAGE", traps)
+    monkeypatch.setattr(docs, "INDEX", index)
     monkeypatch.setattr(docs, "ROOT", tmp_path)
     return tmp_path
 
@@ -49,9 +52,12 @@ def test_a_drifted_section_is_reported_and_rewritten(tmp_path, monkeypatch):
     page.write_text(page.read_text().replace("| `running-max-grows` |", "| `running-max-grew` |"))
     traps = root / "traps.md"
     traps.write_text(traps.read_text().replace("## acc-not-rescaled\n", "## acc-unscaled\n"))
+    index = root / "README.md"
+    index.write_text(index.read_text().replace("| the chapter | rescale acc |", "| core | |"))
     found = docs.problems()
     assert any(f"{stem}.md differs" in p for p in found), found
     assert any("traps.md differs" in p for p in found), found
+    assert any("README.md differs" in p for p in found), found
     assert docs.main([]) == 0 and docs.problems() == []
 
 
@@ -60,8 +66,7 @@ def test_a_page_without_markers_is_reported(tmp_path, monkeypatch):
     stem = catalogue.find("02").stem
     page = root / "exercises" / f"{stem}.md"
     page.write_text(re.sub(r"<!-- (BEGIN|END) GENERATED: checks[^>]*-->\n?", "", page.read_text()))
-    assert any(f"{stem}.md has no generated 'checks'" in p
-               for p in docs.problems())  # fmt: skip
+    assert any(f"{stem}.md has no generated 'checks'" in p for p in docs.problems())
 
 
 def test_splice_replaces_only_its_section():
@@ -148,8 +153,9 @@ def test_every_relative_link_in_the_docs_resolves():
 
 
 def test_a_broken_link_is_caught(tmp_path):
-    (tmp_path / "a.md").write_text("# Top\n\n[ok](#top) [file](b.md) [gone](c.md) [x](b.md#nope)\n"
-                                   "`[code](d.md)`\n")  # fmt: skip
+    (tmp_path / "a.md").write_text(
+        "# Top\n\n[ok](#top) [file](b.md) [gone](c.md) [x](b.md#nope)\n`[code](d.md)`\n"
+    )
     (tmp_path / "b.md").write_text("# B\n")
     found = broken_links(tmp_path, [tmp_path / "a.md"])
     assert len(found) == 2 and "c.md" in found[0] and "#nope" in found[1]
@@ -263,7 +269,10 @@ TRANSCRIPT = re.compile(
 VERDICT = re.compile(
     r"^\s*(?:ok|!!)\s+(?P<label>.+?)\s+max abs diff\s+(?P<diff>\S+)\s+allclose", re.M
 )
-ROW = re.compile(rf"^\s+(?P<label>v\[0\]|(?:non-)?causal kernel, out\[0\])\s+(?P<values>(?:{NUMBER}\s+)+)\.\.\.", re.M)  # fmt: skip
+ROW = re.compile(
+    rf"^\s+(?P<label>v\[0\]|(?:non-)?causal kernel, out\[0\])\s+(?P<values>(?:{NUMBER}\s+)+)\.\.\.",
+    re.M,
+)
 TOKEN = re.compile(r"^\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s*$", re.M)
 MEAN = re.compile(rf"raw top-2 sums range .*, mean ({NUMBER})")
 
@@ -349,8 +358,11 @@ def tags() -> list[tuple[Path, re.Match]]:
     for page in quoted_pages():
         text = page.read_text()
         matched = list(TAG.finditer(text))
-        bare = [text[max(0, m.start() - 30) : m.end() + 40] for m in ANY_TAG.finditer(text)
-                if not any(t.start("script") - 21 <= m.start() <= t.end() for t in matched)]  # fmt: skip
+        bare = [
+            text[max(0, m.start() - 30) : m.end() + 40]
+            for m in ANY_TAG.finditer(text)
+            if not any(t.start("script") - 21 <= m.start() <= t.end() for t in matched)
+        ]
         assert not bare, f"{page.name}: a tag follows no number: {bare}"
         found += [(page, m) for m in matched]
     return found
@@ -363,8 +375,12 @@ def test_tags_are_parsed_and_compared():
         "1e-07<!-- example: solutions/01 | y -->"
     )
     got = [(m["before"], m["value"], m["key"]) for m in TAG.finditer(text)]
-    assert got == [("", "1.72", "x"), ("below ", "1e-06", "y"), ("", "(4, 5)", "z"),
-                   ("about ", "1e-07", "y")]  # fmt: skip
+    assert got == [
+        ("", "1.72", "x"),
+        ("below ", "1e-06", "y"),
+        ("", "(4, 5)", "z"),
+        ("about ", "1e-07", "y"),
+    ]
     assert mismatch("", "1.72", [1.7221667766571045]) is None
     assert mismatch("", "1.72", [1.725]) is None  # a rounding edge: printed 1.72 or 1.73
     assert mismatch("", "1.74", [1.7221667766571045])  # a changed number fails
@@ -476,9 +492,18 @@ def test_the_hand_example_is_what_the_loop_computes():
     l2, acc2 = l1 * alpha + 1, acc1 * alpha + 30
     full = (e(1) * 10 + e(2) * 20 + e(4) * 30) / (e(1) + e(2) + e(4))
     table = _guide().split("<!-- hand example:")[1].split("\n\n")[0]
-    figures = {"p": p1[0], "l1": l1, "acc1": acc1, "out1": acc1 / l1, "alpha": alpha, "l2": l2,
-               "acc2": acc2, "out2": acc2 / l2, "broken acc": acc1 + 30,
-               "broken out": (acc1 + 30) / l2}  # fmt: skip
+    figures = {
+        "p": p1[0],
+        "l1": l1,
+        "acc1": acc1,
+        "out1": acc1 / l1,
+        "alpha": alpha,
+        "l2": l2,
+        "acc2": acc2,
+        "out2": acc2 / l2,
+        "broken acc": acc1 + 30,
+        "broken out": (acc1 + 30) / l2,
+    }
     assert abs(full - acc2 / l2) < 1e-12
     for name, value in figures.items():
         for decimals in (3, 2):

@@ -29,15 +29,25 @@ def copy_skeleton(ex, folder: Path) -> None:
 
 def outside_path() -> str:
     """PYTHONPATH without this checkout (packages may live on PYTHONPATH, as on a GPU box)."""
-    keep = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-            if p and not Path(p).resolve().is_relative_to(ROOT)]  # fmt: skip
+    keep = [
+        p
+        for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        if p and not Path(p).resolve().is_relative_to(ROOT)
+    ]
     return os.pathsep.join(keep)
 
 
 def run(*args, cwd=ROOT, env=None, timeout=600):
     env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def test_hints_reveal_one_level_at_a_time(monkeypatch, capsys, tmp_path):
@@ -55,7 +65,9 @@ def test_hints_reveal_one_level_at_a_time(monkeypatch, capsys, tmp_path):
 
 
 def test_hints_never_contain_the_solution_code():
-    """No hint may hold a line of a solution region (the exercises' answers)."""
+    """No hint may hold a line of a solution region (the exercises' answers). A line that is one
+    name or a closing bracket (an argument of a call the formatter laid out one per line) is no
+    answer on its own."""
     answers = []
     for ex in catalogue.ALL_EXERCISES:
         text = (catalogue.SOLUTIONS / ex.filename).read_text()
@@ -63,7 +75,7 @@ def test_hints_never_contain_the_solution_code():
         for line in text.splitlines():
             if "# BEGIN SOLUTION" in line or "# END SOLUTION" in line:
                 inside = "BEGIN" in line
-            elif inside:
+            elif inside and not re.fullmatch(r"\s*([\w.]+|[)\]}]+),?", line):
                 answers.append(" ".join(line.split()))
     assert answers
     every_hint = " ".join(
@@ -109,7 +121,9 @@ def test_batch_grades_a_class_and_resumes(tmp_path):
                 shutil.copy(catalogue.SOLUTIONS / ex.filename, folder)
             else:
                 copy_skeleton(ex, folder)
-    proc = run("-m", "grader.classroom.batch", "--submissions", str(subs), "--out", str(out), "--jobs", "2")
+    proc = run(
+        "-m", "grader.classroom.batch", "--submissions", str(subs), "--out", str(out), "--jobs", "2"
+    )
     assert proc.returncode == 0, proc.stderr + proc.stdout
     rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
     assert (rows["ada"]["score"], rows["bob"]["score"], rows["cy"]["score"]) == ("100", "0", "75")
@@ -117,13 +131,26 @@ def test_batch_grades_a_class_and_resumes(tmp_path):
     assert rows["cy"][catalogue.find("02").stem] == "0"
     assert rows["cy"]["traps"] == "causal-mask-missing"
     assert set(rows["bob"]["traps"].split(";")) == {
-        "acc-not-rescaled", "causal-mask-missing", "top2-not-masked", "weights-not-renormalized"}  # fmt: skip
+        "acc-not-rescaled",
+        "causal-mask-missing",
+        "top2-not-masked",
+        "weights-not-renormalized",
+    }
     assert json.loads((out / "ada" / "score.json").read_text())["score"] == 100
 
     again = run("-m", "grader.classroom.batch", "--submissions", str(subs), "--out", str(out))
     assert "grading 0, 3 already graded" in again.stdout
-    forced = run("-m", "grader.classroom.batch", "--submissions", str(subs), "--out", str(out), "--force",
-                 "--jobs", "2")  # fmt: skip
+    forced = run(
+        "-m",
+        "grader.classroom.batch",
+        "--submissions",
+        str(subs),
+        "--out",
+        str(out),
+        "--force",
+        "--jobs",
+        "2",
+    )
     assert "grading 3, 0 already graded" in forced.stdout
 
 
@@ -177,7 +204,11 @@ def test_handout_works_on_its_own(tmp_path):
     report = json.loads((tmp_path / "score.json").read_text())
     assert (report["score"], report["checkset"]) == (0, "public")
     assert set(report["traps"]) == {
-        "acc-not-rescaled", "causal-mask-missing", "top2-not-masked", "weights-not-renormalized"}  # fmt: skip
+        "acc-not-rescaled",
+        "causal-mask-missing",
+        "top2-not-masked",
+        "weights-not-renormalized",
+    }
     assert "hidden ones" in proc.stdout
     # reset works without solutions, from the frozen skeletons
     ex = catalogue.find("01")
@@ -208,8 +239,14 @@ def test_autograder_grades_a_submission(tmp_path):
     # run_autograder calls `python3`: let that be this interpreter, as setup.sh makes it there.
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "PYTHONPATH": outside_path(), "PATH": path}
-    proc = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env,
-                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    proc = subprocess.run(
+        ["bash", str(root / "source" / "run_autograder")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     results = json.loads((root / "results" / "results.json").read_text())
     assert results["score"] == 75, results["output"] + proc.stdout[-2000:]
@@ -218,3 +255,46 @@ def test_autograder_grades_a_submission(tmp_path):
     assert failed and all(t["name"].startswith("02_") for t in failed)
     assert all("causal-mask-missing" in t["output"] for t in failed)
     assert json.loads((root / "results" / "score.json").read_text())["checkset"] == "hidden"
+
+
+def _copy_of_the_tree(dest: Path) -> Path:
+    """The folders an exercise lives in, copied: a scaffolding test never touches the checkout."""
+    for folder in ("exercises", "solutions", "grader", "kata", "docs"):
+        shutil.copytree(ROOT / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", dest)
+    return dest
+
+
+@slow
+def test_a_new_exercise_passes_the_static_checks_at_once(tmp_path):
+    tree = _copy_of_the_tree(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    new = [
+        sys.executable,
+        "-m",
+        "kata.authoring.new",
+        "10_paged_attention",
+        "--interface",
+        "attention",
+        "--title",
+        "paged attention",
+    ]
+    proc = subprocess.run(new, cwd=tree, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    stem = "10_paged_attention"
+    for path in (
+        f"solutions/{stem}.py",
+        f"exercises/{stem}.py",
+        f"grader/specs/{stem}/public.py",
+        f"grader/specs/{stem}/hidden.py",
+        f"docs/exercises/{stem}.md",
+    ):
+        assert (tree / path).is_file(), path
+    assert f'stem = "{stem}"' in (tree / "exercises" / "info.toml").read_text()
+    assert f"(exercises/{stem}.md)" in (tree / "docs" / "README.md").read_text()
+    assert "| `running-max-grows` |" in (tree / "docs" / "exercises" / f"{stem}.md").read_text()
+    static = [sys.executable, "-m", "grader.validate", "--static"]
+    proc = subprocess.run(static, cwd=tree, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "static checks: OK" in proc.stdout, proc.stdout + proc.stderr
+    again = subprocess.run(new, cwd=tree, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and "number 10 is taken" in again.stderr

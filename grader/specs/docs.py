@@ -32,6 +32,7 @@ from kata.catalogue import ALL_EXERCISES, ROOT, Exercise
 DOCS = ROOT / "docs"
 TRAPS_PAGE = DOCS / "traps.md"
 PAGES = DOCS / "exercises"
+INDEX = DOCS / "README.md"
 
 # Exercise pages owned by the performance track, whose markers have not landed yet: until they
 # do, a missing checks section there is not a problem. Once a page has the markers it is
@@ -51,7 +52,9 @@ class MarkerError(ValueError):
 
 
 def begin(name: str, source: str) -> str:
-    return f"<!-- BEGIN GENERATED: {name} (python -m grader.specs.docs; edit {source}, not this) -->"
+    return (
+        f"<!-- BEGIN GENERATED: {name} (python -m grader.specs.docs; edit {source}, not this) -->"
+    )
 
 
 def end(name: str) -> str:
@@ -105,9 +108,14 @@ WIDTH = 96  # generated prose is wrapped like the hand-written pages
 
 
 def _fill(text: str, prefix: str = "") -> str:
-    return textwrap.fill(" ".join(text.split()), WIDTH, initial_indent=prefix,
-                         subsequent_indent=prefix, break_long_words=False,
-                         break_on_hyphens=False)  # fmt: skip
+    return textwrap.fill(
+        " ".join(text.split()),
+        WIDTH,
+        initial_indent=prefix,
+        subsequent_indent=prefix,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
 
 
 def _cell(text: str) -> str:
@@ -220,13 +228,33 @@ def exercise_checks(ex: Exercise) -> str:
     return "\n".join(parts)
 
 
+TRACK_WORDS = {
+    "core": "the chapter",
+    "performance": "performance track",
+    "extensions": "extensions",
+}
+
+
+def exercise_pages() -> str:
+    """The generated part of docs/README.md: every exercise's page, from the manifest."""
+    rows = ["| page | track | what you write |", "|---|---|---|"]
+    for ex in ALL_EXERCISES:
+        todos = "; ".join(t.title for t in ex.todos)
+        link = f"[Exercise {ex.stem[:2]}: {ex.title}](exercises/{ex.stem}.md)"
+        rows.append(f"| {link} | {TRACK_WORDS[ex.track]} | {_cell(todos)} |")
+    return "\n".join(rows) + "\n"
+
+
 # ---- the pages -------------------------------------------------------------------------------
 
 
 def expected() -> tuple[dict[Path, str], list[str]]:
     """(every generated page and its full text, the pages that could not be generated)."""
     files, problems = {}, []
-    sections = [(TRAPS_PAGE, "traps", trap_catalogue())]
+    sections = [
+        (TRAPS_PAGE, "traps", trap_catalogue()),
+        (INDEX, "exercise-pages", exercise_pages()),
+    ]
     for ex in ALL_EXERCISES:
         page = PAGES / f"{ex.stem}.md"
         if not page.is_file():
