@@ -124,6 +124,7 @@ class Watch:
     def __init__(self, interpreter: bool):
         self.launches = 0
         self.dot_k: set[int] = set()
+        self._wrapped: list[tuple] = []  # (class, name, Triton's own method)
         if interpreter:
             from triton.runtime import interpreter as interp
 
@@ -139,6 +140,14 @@ class Watch:
             return original(*args, **kwargs)
 
         setattr(cls, name, wrapper)
+        self._wrapped.append((cls, name, original))
+
+    def remove(self) -> None:
+        """Put Triton's own methods back (before the timed rounds: the bench times without the
+        counter, and so must the grader)."""
+        for cls, name, original in reversed(self._wrapped):
+            setattr(cls, name, original)
+        self._wrapped = []
 
     def _saw_launch(self, *args, warmup=False, **kwargs):
         if not warmup:
@@ -639,6 +648,7 @@ def main(fd: int, job: dict) -> int:
         )
     send(fd, "status", **status)
     if job.get("timing") and runtime.DEVICE == "cuda" and not touched:
+        watch.remove()  # after the tampering check, which compares Triton's methods with these
         try:
             result = timing.measure(
                 interface,
