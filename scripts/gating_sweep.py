@@ -4,10 +4,11 @@
     python scripts/gating_sweep.py --out DIR             # the shipped file (and --before FILE)
     python scripts/gating_sweep.py --dry-run --out DIR   # tiny shapes in the interpreter
 
-``--sweep`` builds variants of ``solutions/05_fast_gating.py`` (the chunk width; the row stride
+``--sweep`` builds variants of exercise 05's solution (the chunk width; the row stride
 rounded so that the compiler knows the rows' alignment) and launches each one past the
-autotuner, under every (BLOCK_M, num_warps) whose tile holds 4 to 64 KB, for E in 8, 16, 60,
-64, 128, 160, 256 and fp32 / bf16 logits at M = 1M tokens. Every candidate is first checked
+autotuner, under every BLOCK_M whose tile holds 8 to 32 KB (64 KB for rows of at most 32
+bytes) with 4 or 8 warps (and 16 from 32 KB), for E in 8, 16, 60, 64, 128, 160, 256 and
+fp32 / bf16 logits at M = 1M tokens. Every candidate is first checked
 against an exact reference (ties to the lowest expert, extreme logits, a partial last tile);
 then screened with one ``do_bench``; the best few per shape are timed like the bench: 5 rounds
 interleaved with the file as shipped, a copy of the same number of bytes and torch, each round
@@ -531,7 +532,7 @@ def main(argv=None) -> int:
     p.add_argument("--sweep", action="store_true")
     p.add_argument("--quick", action="store_true", help="a quarter of the candidates")
     p.add_argument("--before", help="another version of the file, timed beside")
-    p.add_argument("--file", default=str(catalogue.SOLUTIONS / "05_fast_gating.py"))
+    p.add_argument("--file", default=str(catalogue.SOLUTIONS / catalogue.find("05").filename))
     p.add_argument("--experts", default=",".join(map(str, EXPERTS)))
     p.add_argument("--out", default="reports")
     p.add_argument("--dry-run", action="store_true")

@@ -2,7 +2,7 @@
 
     python scripts/timing_diag.py --out DIR [--reports A.json B.json ...]
 
-For each shape the grader times (grader/specs/04_fast_attention/public.py): the autotuner's
+For each shape the grader times (exercise 04's public spec): the autotuner's
 choice in a quiet process, with its timing of every configuration; then ROUNDS interleaved
 rounds of the bench's call (``fast_attention``, a new output each call), the grader's call
 (``host.launch_fast_attention`` into a preallocated output, as ``interfaces.timed`` makes it),
@@ -125,7 +125,7 @@ def diag_shape(shape: dict, module, busy_seconds: float) -> dict:
             "-c",
             BUSY.format(
                 root=str(ROOT),
-                file=str(catalogue.SOLUTIONS / "05_fast_gating.py"),
+                file=str(catalogue.SOLUTIONS / catalogue.find("05").filename),
                 seconds=busy_seconds,
             ),
         ]
@@ -183,8 +183,8 @@ def main(argv=None) -> int:
         "shapes": [],
     }
     print(found, flush=True)
-    spec = specs.load("04_fast_attention")
-    module = catalogue.load_file(catalogue.SOLUTIONS / "04_fast_attention.py")
+    spec = specs.load(catalogue.find("04").stem)
+    module = catalogue.load_file(catalogue.SOLUTIONS / catalogue.find("04").filename)
     for shape in spec.timing:
         found["shapes"].append(diag_shape(shape, module, args.busy_seconds))
     for path in args.reports:
