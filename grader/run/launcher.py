@@ -124,6 +124,7 @@ class Watch:
     def __init__(self, interpreter: bool):
         self.launches = 0
         self.dot_k: set[int] = set()
+        self._wrapped: list[tuple] = []  # (class, name, Triton's own method)
         if interpreter:
             from triton.runtime import interpreter as interp
 
@@ -139,6 +140,14 @@ class Watch:
             return original(*args, **kwargs)
 
         setattr(cls, name, wrapper)
+        self._wrapped.append((cls, name, original))
+
+    def remove(self) -> None:
+        """Put Triton's own methods back (before the timed rounds: the bench times without the
+        counter, and so must the grader)."""
+        for cls, name, original in reversed(self._wrapped):
+            setattr(cls, name, original)
+        self._wrapped = []
 
     def _saw_launch(self, *args, warmup=False, **kwargs):
         if not warmup:
@@ -452,41 +461,29 @@ def _arrays(torch, interfaces, outputs: dict) -> dict:
     return found
 
 
-def warm_up(kernel, interface, torch, cases, configs: dict) -> None:
-    """On a GPU, compile every launch the cases will make, several at once, before the first one
-    runs: Triton compiles each new signature at its first launch, one after another, and that
-    is most of a cold grading's time. A compile that fails here fails again at its launch,
-    where the case gets its message; ``KATA_COMPILE_THREADS=0`` turns this off."""
+def _compile_threads() -> int:
+    return int(os.environ.get("KATA_COMPILE_THREADS", min(8, os.cpu_count() or 1)))
+
+
+def _compile_launches(kernel, launches) -> None:
+    """Compile each ``(args, kwargs, config)`` launch of ``kernel`` (past its autotuner, its
+    heuristics applied), several at once, without running any. A compile that fails here fails
+    again at its launch, which says why."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from kata import runtime
-
-    threads = int(os.environ.get("KATA_COMPILE_THREADS", min(8, os.cpu_count() or 1)))
-    if threads <= 0:
-        return
     _, heuristics, inner = _layers(kernel)
-    launches, seen = [], set()
-    for case in cases:
-        recorder = Recorder()
-        try:
-            interface.launch(torch, recorder, case, runtime.DEVICE)
-        except Exception:  # noqa: BLE001  (the case itself will say)
-            continue
-        for args, kwargs in recorder.calls:
-            for config in _runs(case, configs, interpreter=False):
-                launch = {**kwargs, **(config or {})}
-                named = {**dict(zip(inner.arg_names, args)), **launch}
-                for layer in heuristics:
-                    for key, rule in layer.values.items():
-                        launch[key] = named[key] = rule(named)
-                if config is None and _layers(kernel)[0] is not None:
-                    continue  # the kernel's own autotuner picks: it compiles what it tries
-                key = _signature_key(args, launch) + (
-                    tuple(getattr(a, "stride", lambda: ())() for a in args),
-                )
-                if key not in seen:
-                    seen.add(key)
-                    launches.append((args, launch))
+    todo, seen = [], set()
+    for args, kwargs, config in launches:
+        launch = {**kwargs, **(config or {})}
+        named = {**dict(zip(inner.arg_names, args)), **launch}
+        for layer in heuristics:
+            for key, rule in layer.values.items():
+                launch[key] = named[key] = rule(named)
+        strides = tuple(getattr(a, "stride", lambda: ())() for a in args)
+        key = (*_signature_key(args, launch), strides)
+        if key not in seen:
+            seen.add(key)
+            todo.append((args, launch))
 
     def compile_one(item):
         args, launch = item
@@ -495,8 +492,47 @@ def warm_up(kernel, interface, torch, cases, configs: dict) -> None:
         except Exception:  # noqa: BLE001
             pass
 
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        list(pool.map(compile_one, launches))
+    with ThreadPoolExecutor(max_workers=_compile_threads()) as pool:
+        list(pool.map(compile_one, todo))
+
+
+def warm_up(kernel, interface, torch, cases, configs: dict) -> None:
+    """On a GPU, compile every launch the cases will make, several at once, before the first one
+    runs: Triton compiles each new signature at its first launch, one after another, and that
+    is most of a cold grading's time. ``KATA_COMPILE_THREADS=0`` turns this off."""
+    from kata import runtime
+
+    if _compile_threads() <= 0:
+        return
+    autotuned = _layers(kernel)[0] is not None
+    launches = []
+    for case in cases:
+        recorder = Recorder()
+        try:
+            interface.launch(torch, recorder, case, runtime.DEVICE)
+        except Exception:  # noqa: BLE001  (the case itself will say)
+            continue
+        for args, kwargs in recorder.calls:
+            for config in _runs(case, configs, interpreter=False):
+                if config is None and autotuned:
+                    continue  # the kernel's own autotuner picks: it compiles what it tries
+                launches.append((args, kwargs, config))
+    _compile_launches(kernel, launches)
+
+
+def compile_timed(kernel, interface, torch, shapes) -> None:
+    """Compile the launches of the timed shapes under every configuration the kernel's own
+    autotuner may try, so that autotuning them later only times them."""
+    if _compile_threads() <= 0:
+        return
+    launches = []
+    for shape in shapes:
+        recorder = Recorder()
+        interface.timed(torch, recorder, shape)[0]()
+        for args, kwargs in recorder.calls:
+            for config in own_configs(kernel, args, kwargs) or [None]:
+                launches.append((args, kwargs, config))
+    _compile_launches(kernel, launches)
 
 
 # What a configuration sets that changes only how a compiled kernel runs, not what it computes.
@@ -664,8 +700,15 @@ def main(fd: int, job: dict) -> int:
         )
     send(fd, "status", **status)
     if job.get("timing") and runtime.DEVICE == "cuda" and not touched:
+        watch.remove()  # after the tampering check, which compares Triton's methods with these
         try:
-            result = timing.measure(interface, job["timing"], kernel, torch)
+            result = timing.measure(
+                interface,
+                job["timing"],
+                kernel,
+                torch,
+                compile_all=lambda shapes: compile_timed(kernel, interface, torch, shapes),
+            )
         except BaseException as exc:
             result = {"timed": False, "reason": "timing failed: " + errors.explain(exc, file)}
         send(fd, "timing", **result)

@@ -2,11 +2,11 @@
 
 Each shape is timed against its torch counterpart in the same process, in ROUNDS interleaved
 rounds (kernel, torch, kernel, torch, ...), each round the median of one
-``triton.testing.do_bench`` (warm-up first, L2 flushed between repetitions). A time is the median
-of its rounds; its spread, (max - min) / median, is reported with it, and so is the range of
-speedups the rounds allow, so that a reader can see whether noise could move a grade. Whether
-the output was right is decided elsewhere (the checks); speed only counts for a fully correct
-exercise.
+``triton.testing.do_bench`` (warm-up first, L2 flushed between repetitions): ``interleaved_ms``,
+with which ``nox -s bench`` times too. A time is the median of its rounds; its spread,
+(max - min) / median, is reported with it, and so is the range of speedups the rounds allow, so
+that a reader can see whether noise could move a grade. Whether the output was right is decided
+elsewhere (the checks); speed only counts for a fully correct exercise.
 """
 
 from __future__ import annotations
@@ -20,18 +20,37 @@ from pathlib import Path
 
 POINTS = 10  # per exercise, on top of its correctness points
 ROUNDS = 5  # interleaved timing rounds per shape, for the kernel and for torch
+WARMUP_MS, REP_MS = 10, 50  # each round: one do_bench(warmup=WARMUP_MS, rep=REP_MS), its median
 
 
-def _rounds_ms(mine, ref, rounds: int = ROUNDS) -> tuple[list[float], list[float]]:
-    """Per-round median milliseconds of the kernel and of torch, timed in turn."""
+def interleaved_ms(fns: dict, rounds: int = ROUNDS) -> dict[str, list[float]]:
+    """Per-round median milliseconds of each function, the functions timed in turn round after
+    round (so that drift of the clocks hits them alike). The one method of the grader's timing
+    and of ``nox -s bench``: each round one ``triton.testing.do_bench``, its warm-up first and
+    the L2 flushed before each repetition. Call each function once before, to compile and
+    autotune it."""
     from triton.testing import do_bench
 
-    mine(), ref()  # warm the caches again: the first call of each was made before the lock
-    kernel, baseline = [], []
+    found: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
-        kernel.append(float(do_bench(mine, warmup=10, rep=40, return_mode="median")))
-        baseline.append(float(do_bench(ref, warmup=10, rep=40, return_mode="median")))
-    return kernel, baseline
+        for name, fn in fns.items():
+            found[name].append(
+                float(do_bench(fn, warmup=WARMUP_MS, rep=REP_MS, return_mode="median"))
+            )
+    return found
+
+
+def chosen_config(kernel) -> dict | None:
+    """The configuration the kernel's autotuner chose for its last launch (None without one)."""
+    from triton.runtime.autotuner import Autotuner
+
+    layer = kernel
+    while layer is not None and not isinstance(layer, Autotuner):
+        layer = getattr(layer, "fn", None)
+    config = getattr(layer, "best_config", None)
+    if config is None:
+        return None
+    return {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages}
 
 
 def _summary(kernel: list[float], baseline: list[float]) -> dict:
@@ -105,20 +124,30 @@ def gpu_to_ourselves():
         yield
 
 
-def measure(interface, shapes, kernel, torch) -> dict:
-    """One timing row per shape: the kernel and the interface's torch baseline on the same
-    inputs. Compiling and autotuning (seconds of CPU) happen beside other exercises' launches;
-    only the timed rounds hold the GPU alone."""
-    calls = [interface.timed(torch, kernel, shape) for shape in shapes]
-    with gpu_shared():
-        for mine, ref, _, _ in calls:
-            mine(), ref()
-        torch.cuda.synchronize()
+def time_shape(interface, kernel, torch, shape: dict) -> dict:
+    """One timing row: the kernel and the interface's torch baseline on the same inputs of
+    ``shape``, in ROUNDS interleaved rounds. What the grader reports for each timed shape, and
+    what ``nox -s bench`` reports beside its own tables for the shapes the grader times."""
+    mine, ref, label, baseline = interface.timed(torch, kernel, shape)
+    mine(), ref()  # compiles what is not compiled yet, autotunes, warms the caches
+    config = chosen_config(kernel)
+    found = interleaved_ms({"kernel": mine, "torch": ref})
+    row = {"shape": label, "baseline": baseline}
+    row.update(_summary(found["kernel"], found["torch"]))
+    if config:
+        row["config"] = config
+    return row
+
+
+def measure(interface, shapes, kernel, torch, compile_all=None) -> dict:
+    """One timing row per shape (``time_shape``). ``compile_all(shapes)`` first compiles every
+    configuration the kernel's autotuner may try, seconds of CPU beside other exercises'
+    launches; the autotuner then times them, and the rounds run, with the GPU to ourselves."""
+    if compile_all is not None:
+        with gpu_shared():
+            compile_all(shapes)
     with gpu_to_ourselves():
-        rows = [
-            {"shape": label, "baseline": baseline, **_summary(*_rounds_ms(mine, ref))}
-            for mine, ref, label, baseline in calls
-        ]
+        rows = [time_shape(interface, kernel, torch, shape) for shape in shapes]
     return {"timed": True, "device": torch.cuda.get_device_name(), "shapes": rows}
 
 

@@ -2,12 +2,12 @@
 
 Writes ``reports/bench.json`` and ``reports/bench.png``. Every time is the median of ROUNDS
 rounds, each round the median of one ``triton.testing.do_bench`` (warm-up first, L2 flushed
-between repetitions); the rounds' spread, (max - min) / median, is recorded beside it. A kernel
-and its baselines are timed round after round in turn, so drift hits them alike. Attention
-throughput is 4 * B * H * S^2 * D flops (halved when causal), against SDPA's default backend and
-each backend torch offers (cuDNN, FlashAttention-2, memory-efficient); gating throughput counts
-the bytes the job must move: the logits read once, and 16 bytes written per token.
-"""
+between repetitions), by the grader's own timing function (``grader.run.timing.interleaved_ms``);
+the rounds' spread, (max - min) / median, is recorded beside it. A kernel and its baselines are
+timed round after round in turn, so drift hits them alike. Attention throughput is
+4 * B * H * S^2 * D flops (halved when causal), against SDPA's default backend and each backend
+torch offers (cuDNN, FlashAttention-2, memory-efficient); gating throughput counts the bytes the
+job must move: the logits read once, and 16 bytes written per token."""
 
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 
 import torch
-from triton.testing import do_bench
 
-from kata import catalogue, runtime
+from grader.run import timing
+from kata import catalogue, host, runtime
 
-ROUNDS = 5
+ROUNDS = timing.ROUNDS
 DRY = False  # --dry-run: tiny shapes in the interpreter, to test this script (times meaningless)
 
 
@@ -42,16 +42,15 @@ def _load(number: str):
 
 
 def _time(fns: dict, rounds: int = ROUNDS) -> dict:
-    """{name: {"ms": median, "spread": (max-min)/median, "rounds": [...]}}, rounds interleaved."""
-    found = {name: [] for name in fns}
+    """{name: {"ms": median, "spread": (max-min)/median, "rounds": [...]}}, rounds interleaved,
+    timed by the grader's own method (``grader.run.timing.interleaved_ms``)."""
     for fn in fns.values():
         fn()  # compile / autotune outside the timing
-    if not DRY:
+    if DRY:
+        found = {name: [1.0] * rounds for name in fns}
+    else:
         torch.cuda.synchronize()
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            ms = 1.0 if DRY else float(do_bench(fn, warmup=10, rep=50, return_mode="median"))
-            found[name].append(ms)
+        found = timing.interleaved_ms(fns, rounds)
     out = {}
     for name, ms in found.items():
         med = statistics.median(ms)
@@ -61,6 +60,23 @@ def _time(fns: dict, rounds: int = ROUNDS) -> dict:
             "rounds": [round(x, 5) for x in ms],
         }
     return out
+
+
+def _graded(number: str) -> tuple:
+    """(interface, the shapes the grader times) of a performance exercise."""
+    from grader import specs
+
+    spec = specs.load(catalogue.find(number).stem)
+    return spec.interface, [dict(shape) for shape in spec.timing]
+
+
+def _as_graded(number: str, kernel, shape: dict) -> dict | None:
+    """The grader's timing row for ``shape`` (``grader.run.timing.time_shape``: the same calls, the
+    same pairing with torch) when the grader times that shape, else None."""
+    interface, shapes = _graded(number)
+    if DRY or shape not in shapes:
+        return None
+    return timing.time_shape(interface, kernel, torch, shape)
 
 
 def gpu_state() -> dict:
@@ -109,10 +125,11 @@ def _sdpa_default_kernel(q, k, v, causal) -> str:
     return max(names, key=len)[:160] if names else "?"
 
 
-def attention_rows(quick: bool) -> list[dict]:
+def attention_rows(quick: bool, graded_only: bool = False) -> list[dict]:
     from torch.nn.attention import sdpa_kernel
 
-    fast = _load("04").fast_attention
+    module04 = _load("04")
+    fast = module04.fast_attention
     fa3 = None
     if not DRY and torch.cuda.get_device_capability()[0] == 9:
         fa3 = _load("07").fa3_attention
@@ -126,6 +143,8 @@ def attention_rows(quick: bool) -> list[dict]:
         for S in ((1024, 4096) if quick else (1024, 4096, 16384))
         if dt == "bfloat16" or S >= 4096
     ]
+    if graded_only:
+        cases = [("bfloat16", g["D"], g["causal"], g["S"]) for g in _graded("04")[1]]
     if DRY:
         cases = [("float16", 64, c, 128) for c in (False, True)]
     for dt, D, causal, S in cases:
@@ -177,6 +196,11 @@ def attention_rows(quick: bool) -> list[dict]:
             for base in [b for b in fns if b.startswith("sdpa")]:
                 if f"{name}_ms" in row:
                     row[f"{name}_vs_{base}"] = row[f"{base}_ms"] / row[f"{name}_ms"]
+        if dt == "bfloat16":
+            shape = {"B": B, "H": H, "S": S, "D": D, "causal": causal}
+            graded = _as_graded("04", module04.attention_fwd_kernel, shape)
+            if graded:
+                row["as_graded"] = graded
         rows.append(row)
         print(
             f"attention {dt:<8} D={D:<3} S={S:<5} causal={causal!s:<5} 04 {row['fast_tflops']:5.0f} TFLOP/s"
@@ -185,9 +209,11 @@ def attention_rows(quick: bool) -> list[dict]:
             + (f"  04/sdpa x{row['fast_vs_sdpa']:.2f}" if "fast_vs_sdpa" in row else ""),
             flush=True,
         )
+        if "as_graded" in row:
+            print(_graded_line(row["as_graded"]), flush=True)
         del q, k, v
     # The chapter's one-head fp32 kernel, for scale (one head of S = 4096, D = 64).
-    if not DRY:
+    if not DRY and not graded_only:
         chapter = _load("01").flash_attention
         q, k, v = (torch.randn(4096, 64, device="cuda") for _ in range(3))
         t = _time({"chapter": lambda: chapter(q, k, v, BLOCK_M=64, BLOCK_N=64)}, rounds=3)[
@@ -206,19 +232,34 @@ def attention_rows(quick: bool) -> list[dict]:
     return rows
 
 
-def gating_rows(quick: bool, copy_tbps: float) -> list[dict]:
-    fast = _load("05").fast_top2_gating
-    chapter = _load("03").moe_top2_gating
+# Expert counts of deployed MoE models: Mixtral and Grok-1 route over 8, Qwen1.5-MoE over 60,
+# DeepSeek-V2 over 160 and DeepSeek-V3 over 256.
+EXPERTS = (8, 16, 60, 64, 128, 160, 256)
+DECODE_M = 4096  # tokens of a decode step: launch-bound
 
-    def torch_gating(x):
-        p = torch.softmax(x.float(), dim=-1)
-        w, i = torch.topk(p, 2, dim=-1)
-        return w / w.sum(dim=-1, keepdim=True), i
+
+def _torch_gating(x):
+    p = torch.softmax(x.float(), dim=-1)
+    w, i = torch.topk(p, 2, dim=-1)
+    return w / w.sum(dim=-1, keepdim=True), i
+
+
+def _gating_outputs(M: int) -> tuple:
+    return tuple(
+        torch.empty(M, device=runtime.DEVICE, dtype=t)
+        for t in (torch.float32, torch.float32, torch.int32, torch.int32)
+    )
+
+
+def gating_rows(quick: bool, copy_tbps: float, graded_only: bool = False) -> list[dict]:
+    module = _load("05")
+    fast, kernel = module.fast_top2_gating, module.moe_top2_gating_fast_kernel
+    chapter = _load("03").moe_top2_gating
 
     rows = []
     M = 300 if DRY else 2**20
     for dtype in (torch.float32, torch.bfloat16):
-        for E in (8, 64, 128, 256) if not quick else (128,):
+        for E in (128,) if quick or graded_only else EXPERTS:
             x = torch.randn(M, E, device=runtime.DEVICE, dtype=dtype)
             if DRY:
                 x = x.float()
@@ -246,31 +287,88 @@ def gating_rows(quick: bool, copy_tbps: float) -> list[dict]:
                     (w1.double() - w1_ref).abs(), (w0.double() - (1 - w1_ref)).abs()
                 ).max()
             )
-            tw, ti = torch_gating(x)
+            tw, ti = _torch_gating(x)
             row["indices_agree_with_torch"] = float(
                 ((i0.long() == ti[:, 0]) & (i1.long() == ti[:, 1])).float().mean()
             )
-            for name, t in _time(
-                {
-                    "fast": lambda: fast(x),
-                    "chapter": lambda: chapter(x),
-                    "torch": lambda: torch_gating(x),
-                }
-            ).items():
+            # 05 is timed as the grader times it: its launch into outputs made once. Making four
+            # outputs at every call costs more host time than the kernel takes at E = 8, and a
+            # round then times the host.
+            outs = _gating_outputs(M)
+            fns = {"fast": lambda: host.launch_fast_gating(kernel, x, out=outs)}
+            if not graded_only:
+                fns["chapter"] = lambda: chapter(x)
+            fns["torch"] = lambda: _torch_gating(x)
+            for name, t in _time(fns).items():
                 row[f"{name}_ms"], row[f"{name}_spread"] = t["ms"], t["spread"]
                 row[f"{name}_tbps"] = moved / t["ms"] / 1e9
+            row["fast_config"] = None if DRY else timing.chosen_config(kernel)
             row["fast_pct_of_copy"] = 100 * row["fast_tbps"] / copy_tbps
             row["speedup_vs_torch"] = row["torch_ms"] / row["fast_ms"]
-            row["speedup_vs_chapter"] = row["chapter_ms"] / row["fast_ms"]
+            if "chapter_ms" in row:
+                row["speedup_vs_chapter"] = row["chapter_ms"] / row["fast_ms"]
+            graded = _as_graded("05", kernel, {"M": M, "E": E, "dtype": row["dtype"]})
+            if graded:
+                row["as_graded"] = graded
             rows.append(row)
             print(
                 f"gating M=1M E={E:<3} {row['dtype']:<8} 05 {row['fast_ms'] * 1e3:6.1f} us "
-                f"({row['fast_tbps']:.2f} TB/s, {row['fast_pct_of_copy']:.0f}% of copy)  "
-                f"chapter {row['chapter_ms']:.3f} ms  torch {row['torch_ms']:.3f} ms",
+                f"({row['fast_tbps']:.2f} TB/s, {row['fast_pct_of_copy']:.0f}% of copy, spread "
+                f"{100 * row['fast_spread']:.1f}%)  "
+                + (f"chapter {row['chapter_ms']:.3f} ms  " if "chapter_ms" in row else "")
+                + f"torch {row['torch_ms']:.3f} ms",
                 flush=True,
             )
+            if graded:
+                print(_graded_line(graded), flush=True)
             del top, w1_ref, tw, ti
     return rows
+
+
+def decode_rows() -> list[dict]:
+    """A decode step's batch (DECODE_M tokens), where a launch costs more than the work: the
+    GPU's time (as above) and the host's, per call, of 05 as a caller runs it (outputs made at
+    each call) and of torch."""
+    fast = _load("05").fast_top2_gating
+    rows = []
+    M = 64 if DRY else DECODE_M
+    for dtype in (torch.float32, torch.bfloat16):
+        for E in EXPERTS:
+            x = torch.randn(M, E, device=runtime.DEVICE, dtype=dtype)
+            if DRY:
+                x = x.float()
+            fns = {"fast": lambda: fast(x), "torch": lambda: _torch_gating(x)}
+            row = {"M": M, "E": E, "dtype": str(dtype).removeprefix("torch.")}
+            for name, t in _time(fns).items():
+                row[f"{name}_ms"], row[f"{name}_spread"] = t["ms"], t["spread"]
+            for name, fn in fns.items():
+                calls = 10 if DRY else 1000
+                start = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                if not DRY:
+                    torch.cuda.synchronize()
+                row[f"{name}_host_us_per_call"] = (time.perf_counter() - start) / calls * 1e6
+            row["speedup_vs_torch"] = row["torch_ms"] / row["fast_ms"]
+            row["host_speedup_vs_torch"] = (
+                row["torch_host_us_per_call"] / row["fast_host_us_per_call"]
+            )
+            rows.append(row)
+            print(
+                f"decode M={M} E={E:<3} {row['dtype']:<8} 05 {row['fast_ms'] * 1e3:5.1f} us GPU, "
+                f"{row['fast_host_us_per_call']:5.1f} us/call; torch {row['torch_ms'] * 1e3:5.1f} us "
+                f"GPU, {row['torch_host_us_per_call']:5.1f} us/call",
+                flush=True,
+            )
+    return rows
+
+
+def _graded_line(g: dict) -> str:
+    return (
+        f"    as graded: {g['shape']}  kernel {g['kernel_ms']:.4f} ms ({100 * g['kernel_spread']:.1f}%)"
+        f"  torch {g['torch_ms']:.4f} ms ({100 * g['torch_spread']:.1f}%)  x{g['speedup']:.3f}"
+        f" ({g['speedup_range'][0]:.3f}-{g['speedup_range'][1]:.3f})  {g.get('config')}"
+    )
 
 
 def grader_speed() -> dict:
@@ -348,7 +446,7 @@ def plot(data: dict, path) -> None:
     for i, key in enumerate(("fast", "chapter", "torch")):
         g.bar(
             [x + i * 0.27 for x in range(len(gat))],
-            [r[f"{key}_tbps"] for r in gat],
+            [r.get(f"{key}_tbps", 0) for r in gat],
             0.27,
             label={"fast": "05", "chapter": "03 (chapter)", "torch": "torch"}[key],
         )
@@ -369,6 +467,11 @@ def main(argv: list[str] | None = None) -> int:
     global DRY
     p = argparse.ArgumentParser(prog="nox -s bench --")
     p.add_argument("--quick", action="store_true", help="fewer sizes")
+    p.add_argument(
+        "--graded-shapes",
+        action="store_true",
+        help="only the shapes the grader times, each also timed as the grader does",
+    )
     p.add_argument("--no-grader", action="store_true", help="skip timing the grader")
     p.add_argument("--dry-run", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", default=str(catalogue.ROOT / "reports"), help="folder for the results")
@@ -384,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
         "gpu": "interpreter" if DRY else torch.cuda.get_device_name(),
         "versions": runtime.versions(),
         "platform": platform.platform(),
-        "method": f"median of {ROUNDS} rounds of do_bench(warmup=10, rep=50, median), L2 flushed; "
+        "method": f"median of {ROUNDS} rounds of do_bench(warmup={timing.WARMUP_MS}, "
+        f"rep={timing.REP_MS}, median), L2 flushed (grader.run.timing.interleaved_ms); "
         "spread = (max - min) / median over the rounds",
         "gpu_state_before": {} if DRY else gpu_state(),
     }
@@ -394,8 +498,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{data['gpu_state_before']}",
         flush=True,
     )
-    data["gating"] = gating_rows(args.quick, data["copy"]["tbps"])
-    data["attention"] = attention_rows(args.quick)
+    data["gating"] = gating_rows(args.quick, data["copy"]["tbps"], args.graded_shapes)
+    if not args.quick and not args.graded_shapes:
+        data["decode"] = decode_rows()
+    data["attention"] = attention_rows(args.quick, args.graded_shapes)
     data["gpu_state_after"] = {} if DRY else gpu_state()
     data["triton"] = triton.__version__
     if not args.no_grader and not DRY:

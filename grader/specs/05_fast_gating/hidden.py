@@ -6,8 +6,10 @@ from grader.specs.inputs import dominant, logits, round_to, ties
 from grader.specs.model import Case, Check, right, wrong
 
 # The grader pins how many tokens a program owns (the kernel's autotuner would pick one of its
-# own): 16 (the interpreter's old only choice), 32, 64 and 128, and once every choice the
-# kernel offers. A row mapping that holds at one tile height only is wrong at the others.
+# own): 16 (the interpreter's old only choice), 32, 64 and 128, and, for fp32 and for bf16
+# logits, every choice the kernel offers (the reference picks one per row width and dtype: 256
+# and 512 tokens at E = 8). A row mapping that holds at one tile height only is wrong at the
+# others.
 ROWS_16, ROWS_32, ROWS_64, ROWS_128 = ({"BLOCK_M": m, "num_warps": 4} for m in (16, 32, 64, 128))
 
 # fmt: off
@@ -30,6 +32,13 @@ CASES = [
     Case(name="bf16-40x9", about="40 tokens x 9 experts (padded to 16), bfloat16",
          inputs={"logits": round_to(logits(407, 40, 9)["logits"], "bfloat16")}, dtype="bfloat16",
          config=ROWS_16),
+    Case(name="bf16-40x6", about="40 tokens x 6 experts (padded to 8), bfloat16",
+         inputs={"logits": round_to(logits(409, 40, 6)["logits"], "bfloat16")}, dtype="bfloat16",
+         config=ROWS_16),
+    Case(name="bf16-77x8",
+         about="77 tokens x 8 experts, bfloat16, under every rows-per-program the kernel's autotuner offers",
+         inputs={"logits": round_to(logits(408, 77, 8)["logits"], "bfloat16")}, dtype="bfloat16",
+         each_config=True),
 ]
 # fmt: on
 
@@ -43,11 +52,11 @@ CHECKS = [
     Check(id="fast-gating-weights", todo="rows-per-program", points=25,
           about="Renormalized weights for every token of every tile",
           cases=("random-1000x64", "random-333x128", "random-77x8", "bf16-200x64", "negative-e6",
-                 "extreme-logits-33x12"), judge="weights"),
+                 "extreme-logits-33x12", "bf16-77x8"), judge="weights"),
     Check(id="fast-gating-top2", todo="top2-mask", points=25,
           about="Many rows per program, rows not a multiple of a tile, bfloat16, padded E, ties",
           cases=("random-1000x64", "random-333x128", "random-77x8", "bf16-200x64", "negative-e6",
-                 "ties-e8", "dominant-e16", "bf16-40x9"), judge="top2",
+                 "ties-e8", "dominant-e16", "bf16-40x9", "bf16-40x6", "bf16-77x8"), judge="top2",
           traps=(TOP2_NOT_MASKED, TOP1_FILL_TOO_HIGH, TIES_NOT_LOWEST_INDEX),
           requires="rows-per-program"),
 ]
@@ -68,9 +77,11 @@ GALLERY = [
     wrong("05-top2-not-masked", "the best slot is picked again, so the top-1 comes back",
           fills={"top2-mask": "rest, rest_idx = t1, i1"}, traps=["top2-not-masked"],
           breaks="top2-mask", failed=["fast-gating-top2"]),
-    wrong("05-highest-index-on-ties", "merges equal logits toward the highest expert index",
+    wrong("05-highest-index-on-ties", "merges equal logits toward the highest expert index, "
+          "between slots and, chunk after chunk, within a slot",
           edits=[("take = (v1 > v0) | ((v1 == v0) & (i1 < i0))",
-                  "take = (v1 > v0) | ((v1 == v0) & (i1 > i0))")],
+                  "take = (v1 > v0) | ((v1 == v0) & (i1 > i0))"),
+                 ("gt1 = x > t1", "gt1 = x >= t1"), ("gt2 = x > t2", "gt2 = x >= t2")],
           traps=["ties-not-lowest-index"], failed=["fast-gating-top2"]),
     wrong("05-one-token-per-tile", "the skeleton's row mapping: every row of a tile is its first "
           "token, so the others are never written",
@@ -80,8 +91,9 @@ GALLERY = [
           "tile height): right at BLOCK_M = 16 only, rows skipped and written twice at 32 and 64",
           fills={"rows-per-program": "rows = pid * 16 + tl.arange(0, BLOCK_M)"},
           failed=["fast-gating-weights"], breaks="rows-per-program"),
-    wrong("05-bf16-padding-unmasked", "the 16-bit path loads whole chunks past E: padded "
-          "experts read whatever lies there (right whenever E is a power of two)",
+    wrong("05-bf16-padding-unmasked", "the 16-bit path loads its first chunk unmasked: padded "
+          "experts read whatever lies there (right whenever E is a power of two or fills the "
+          "first chunk: 8 bf16 logits for rows of up to 64 bytes)",
           edits=[("    x = tl.load(chunk_ptrs, mask=cols[None, :] < E, other=float(\"-inf\"))\n"
                   "    k1 = _sort_key(x, cols[None, :])",
                   "    x = tl.load(chunk_ptrs)\n    k1 = _sort_key(x, cols[None, :])")],
