@@ -735,6 +735,72 @@ def test_known_compile_problems_get_advice(needle, tmp_path):
     assert ". Hint: " in message and len(message.split(". Hint: ")[1]) > 20
 
 
+_SMALL_DOT = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def small_dot(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+"""
+
+# Compiles small_dot for the grader's sm_90 target, as the grader does before it runs a file, and
+# prints what the grader would tell the student for each (dtype, K).
+_COMPILE_SMALL_DOTS = """\
+import json, sys
+from kata import runtime
+runtime.configure()  # KATA_DEVICE=compiler: the kernel is made for Triton's compiler
+import torch
+from triton.backends.compiler import GPUTarget
+from grader.judge import errors
+from grader.run import launcher
+sys.path.insert(0, sys.argv[1])
+import small_dot
+said = {}
+for dtype, K in (("float16", 8), ("float16", 16), ("float32", 4)):
+    t = getattr(torch, dtype)
+    args = (torch.empty(16, K, dtype=t), torch.empty(K, 16, dtype=t), torch.empty(16, 16, dtype=t))
+    try:
+        launcher._compile_one(small_dot.small_dot, args, {"M": 16, "N": 16, "K": K},
+                              GPUTarget(*launcher.GPU_TARGET), full=False)
+        said[f"{dtype} K={K}"] = None
+    except Exception as exc:
+        said[f"{dtype} K={K}"] = errors.explain(exc, small_dot.__file__)
+print(json.dumps(said))
+"""
+
+
+@slow
+def test_a_small_dot_gets_the_compilers_message_and_its_advice(tmp_path):
+    """The compiler's own words for a tl.dot whose reduction dimension is too small, compiled for
+    sm_90 on this machine (no GPU needed): the advice's needle must match them. Triton 3.6 and
+    3.9 both say "M >= 1, N >= 1 and K >= 16" for 16-bit inputs; 3.9 lets fp32 go down to 8."""
+    (tmp_path / "small_dot.py").write_text(_SMALL_DOT)
+    env = {**os.environ, "KATA_DEVICE": "compiler", "TRITON_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", _COMPILE_SMALL_DOTS, str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = json.loads(proc.stdout.strip().splitlines()[-1])
+    (_, advice), *_ = [(n, h) for n, h in errors.ADVICE if n.startswith("Input shapes")]
+    assert said["float16 K=16"] is None
+    assert "Input shapes should have M >= 1, N >= 1 and K >= 16" in said["float16 K=8"]
+    assert said["float16 K=8"].endswith(f". Hint: {advice}")
+    assert re.search(r"K >= \d+\. Hint: ", said["float32 K=4"])  # 3.9: K >= 8; 3.6: K >= 16
+    assert said["float32 K=4"].endswith(f". Hint: {advice}")
+    assert "reduction (K) dimension" in advice
+
+
 def test_gradescope_and_summary_say_an_exercise_was_edited_outside_its_regions(tmp_path):
     import io
 
