@@ -512,6 +512,9 @@ def test_judge_can_fail_every_way():
     assert judge(E(score="zero"), none_passed) == []
     assert judge(E(score="less", traps=("top2-not-masked",), failed=("top2-ties",)), trapped) == []
     assert judge(E(score="less", breaks="top2-mask"), blocked) == []  # blocked is not charged
+    assert judge(E(score="less", passed=("renormalized-random",)), blocked)  # nor paid
+    passes = E(score="less", traps=("top2-not-masked",), passed=("renormalized-random",))
+    assert judge(passes, trapped) == []
     assert judge(E(score="full"), trapped)  # lost points
     assert judge(E(score="zero"), trapped)  # not zero
     assert judge(E(score="less"), full)  # did not lose points
@@ -527,6 +530,29 @@ def test_judge_can_fail_every_way():
     tampered = _result({})
     tampered.score = 10
     assert judge(E(score="full"), tampered)
+
+
+def test_05s_weights_are_judged_on_one_expert_picked_twice():
+    """05's weights check pays for rows-per-program: a token given its top-1 twice has weights
+    1/2 and 1/2 (what the given code computes), and that is judged, not blocked as in 03."""
+    import numpy as np
+
+    from grader.judge import judges
+    from kata import oracles
+
+    spec = specs.load(find("05").stem, "hidden")
+    (check,) = [c for c in spec.checks if c.todo == "rows-per-program"]
+    case = spec.cases[check.cases[0]]
+    judge = judges.make(check.judge, spec.interface)
+    top1 = oracles.softmax(case.inputs["logits"]).argmax(axis=1).astype(np.int32)
+    half = np.full(len(top1), 0.5, np.float32)
+    twice = {"idx0": top1, "idx1": top1, "w0": half, "w1": half}
+    assert judge.evidence(case, twice) is None
+    assert "w0" in judge.evidence(case, {**twice, "w0": half * 0.9})
+    with pytest.raises(judges.Blocked):  # 03's judge waits for two distinct experts
+        judges.WeightsJudge(spec.interface).evidence(case, twice)
+    with pytest.raises(judges.Blocked, match="no token got two valid experts"):
+        judge.evidence(case, {**twice, "idx0": top1 * 0 - 7})
 
 
 @slow

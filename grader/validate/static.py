@@ -153,8 +153,12 @@ def _galleries() -> list[str]:
             problems += [f"{v.name}: unknown trap {t}" for t in expect.traps if t not in TRAPS]
             problems += [
                 f"{v.name}: {spec.exercise.stem} has no check {c}"
-                for c in (*expect.failed, *expect.notes_failed)
+                for c in (*expect.failed, *expect.passed, *expect.notes_failed)
                 if c not in check_ids
+            ]
+            problems += [
+                f"{v.name}: check {c} is expected to both pass and fail"
+                for c in set(expect.passed) & set(expect.failed)
             ]
             if expect.breaks and expect.breaks not in spec.exercise.todo_ids:
                 problems.append(f"{v.name}: {spec.exercise.stem} has no TODO {expect.breaks}")
