@@ -420,19 +420,62 @@ def printed(request) -> dict[str, dict[str, list[float]]]:
     missing = CORETYPES[coretype] - _cpu_flags()
     if missing:
         pytest.skip(f"this CPU lacks {', '.join(sorted(missing))} for OpenBLAS's {coretype} kernel")
-    scripts = {m["script"] for _, m in tags()} | {m["script"] for m in transcripts()}
-    scripts = sorted(scripts | {"solutions/02"})
+    scripts = sorted(s for s in quoted_scripts() | {"solutions/02"} if not run_once(s))
     runs = run_examples([script_path(s) for s in scripts], OPENBLAS_CORETYPE=coretype)
-    outs = {s: runs[script_path(s)][1] for s in scripts}
+    return _printed({s: runs[script_path(s)][1] for s in scripts})
+
+
+def _printed(outs: dict[str, str]) -> dict:
     return {s: values(out) for s, out in outs.items()} | {
         f"{s} (text)": out for s, out in outs.items()
     }
 
 
+def quoted_scripts() -> set[str]:
+    return {m["script"] for _, m in tags()} | {m["script"] for m in transcripts()}
+
+
+def run_once(script: str) -> bool:
+    """The performance track's examples take tens of seconds each in the interpreter, and what
+    the docs quote from them (bounds, words) does not depend on the BLAS kernel: run them once."""
+    return catalogue.find(script.split("/")[1]).track == "performance"
+
+
+@pytest.fixture(scope="module")
+def once(tmp_path_factory) -> dict:
+    """The slow runs, each once, two at a time: the performance track's worked examples
+    (``printed``) and the gradings the docs quote (``graded``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    scripts = sorted(s for s in quoted_scripts() if run_once(s))
+    gradings = sorted({(m["exercises"], m["checks"], m["submission"]) for _, m in grader_outputs()})
+    tmp = tmp_path_factory.mktemp("graded")
+
+    def run(job):
+        kind, n, what = job
+        if kind == "example":
+            return run_examples([script_path(what)])[script_path(what)][1]
+        exercises, checks, submission = what
+        folder = _submission(tmp / f"s{n}", exercises.split(), submission)
+        return _grade(folder, exercises.split(), checks)
+
+    jobs = [("example", 0, s) for s in scripts] + [
+        ("grading", n, key) for n, key in enumerate(gradings)
+    ]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outs = list(pool.map(run, jobs))
+    done = {what: out for (_, _, what), out in zip(jobs, outs)}
+    return {
+        "printed": _printed({s: done[s] for s in scripts}),
+        "graded": {key: done[key] for key in gradings},
+    }
+
+
 @slow
-def test_every_quoted_number_matches_its_worked_example(printed):
+def test_every_quoted_number_matches_its_worked_example(printed, once):
     found = tags()
     assert len(found) >= 10
+    printed = {**printed, **once["printed"]}
     problems = []
     for page, m in found:
         values_ = printed[m["script"]]
@@ -450,23 +493,135 @@ def transcripts() -> list[re.Match]:
     return [m for page in quoted_pages() for m in TRANSCRIPT.finditer(page.read_text())]
 
 
-def _shape(text: str) -> tuple[str, list[str]]:
-    numbers = re.findall(NUMBER, text)
-    return re.sub(NUMBER, "#", " ".join(text.split())), numbers
+ANY_WORD = "…"  # in a quoted output: any one word (a value read from uninitialised memory)
+
+
+def output_mismatch(quoted: str, printed: str) -> str | None:
+    """Why the output ``quoted`` is not what was ``printed``, or None: word by word, the numbers
+    in a word compared as the tags' figures are (float noise by its order of magnitude)."""
+    said, got = quoted.split(), printed.split()
+    if len(said) != len(got):
+        return f"{len(said)} words quoted, {len(got)} printed"
+    for word, run in zip(said, got):
+        if word == ANY_WORD:
+            continue
+        if re.sub(NUMBER, "#", word) != re.sub(NUMBER, "#", run):
+            return f"{word!r} is printed {run!r}"
+        for text, value in zip(re.findall(NUMBER, word), re.findall(NUMBER, run)):
+            why = mismatch("about " if 0 < abs(float(text)) < NOISE else "", text, [float(value)])
+            if why:
+                return f"{word!r}: {why}"
+    return None
+
+
+def test_outputs_are_compared_word_by_word():
+    assert output_mismatch("max abs diff 0.366 ok", "max abs diff  0.3661  ok") is None
+    assert output_mismatch("diff 0.366", "diff 0.401") and output_mismatch("a b", "a b c")
+    assert output_mismatch("diff … allclose", "diff 7.87e+34 allclose") is None
+    assert output_mismatch("diff about", "diff nan") and output_mismatch("0/50", "25/50")
+    assert output_mismatch("w 7.87e-08", "w 5.2e-08") is None  # noise: its order only
 
 
 @slow
 @pytest.mark.skipif(not runtime.INTERPRETER, reason="the quoted outputs are the interpreter's")
-def test_quoted_outputs_are_what_the_examples_print(printed):
+def test_quoted_outputs_are_what_the_examples_print(printed, once):
     found = transcripts()
     assert len(found) >= 3
+    printed = {**printed, **once["printed"]}
     for m in found:
-        doc_words, doc_numbers = _shape(m["text"])
-        run_words, run_numbers = _shape(printed[f"{m['script']} (text)"])
-        assert doc_words == run_words, m["script"]
-        for quoted, value in zip(doc_numbers, run_numbers):
-            word = "about " if 0 < abs(float(quoted)) < NOISE else ""
-            assert mismatch(word, quoted, [float(value)]) is None, (m["script"], quoted, value)
+        why = output_mismatch(m["text"], printed[f"{m['script']} (text)"])
+        assert why is None, f"{m['script']}: {why}"
+
+
+# ---- what the grader prints, quoted ----------------------------------------------------------
+#
+# A block of the grader's console output follows a tag naming the exercises graded, the checks
+# and the submission: the untouched skeletons, some TODOs filled with the reference code.
+#
+#   <!-- grader: 05 | public | skeleton + rows-per-program -->
+#
+# The block must be consecutive lines of that grading's output in the interpreter, compared word
+# by word as above. Durations ("(12.0 s)", "cpu, 15 s)") are the machine's, never compared.
+
+GRADER_OUTPUT = re.compile(
+    r"<!-- grader: (?P<exercises>\d\d(?: \d\d)*) \| (?P<checks>hidden|public) \| "
+    r"(?P<submission>skeleton(?: \+ [\w-]+)*) -->\n```\w*\n(?P<text>.*?)```",
+    re.S,
+)
+DURATION = re.compile(r"\d+(?:\.\d+)? s\)")
+
+
+def grader_outputs() -> list[tuple[Path, re.Match]]:
+    return [(p, m) for p in quoted_pages() for m in GRADER_OUTPUT.finditer(p.read_text())]
+
+
+def _submission(folder: Path, exercises: list[str], submission: str) -> Path:
+    """The untouched skeletons of ``exercises``, with the TODOs ``submission`` names filled in
+    with the reference code of the exercise's spec."""
+    from grader.validate import gallery
+
+    todos = submission.split(" + ")[1:]
+    folder.mkdir(parents=True)
+    for number in exercises:
+        ex = catalogue.find(number)
+        spec = specs.load(ex.stem, "hidden")
+        fills = {todo: spec.reference[todo] for todo in todos if todo in ex.todo_ids}
+        (folder / ex.filename).write_text(gallery.fill(skeletons.pristine(ex.stem), fills))
+    unknown = set(todos) - {t for n in exercises for t in catalogue.find(n).todo_ids}
+    assert not unknown, f"no TODO {unknown} in {exercises}"
+    return folder
+
+
+def _grade(folder: Path, exercises: list[str], checks: str) -> str:
+    import subprocess
+    import sys
+
+    report = folder.parent / f"{folder.name}.json"
+    cmd = [sys.executable, "-m", "grader", "--device", "interpreter", "--target", str(folder)]
+    cmd += ["--checks", checks, "--report", str(report), "--no-html", *exercises]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc.stdout
+
+
+def block_mismatch(quoted: str, printed: str) -> str | None:
+    """Why the lines ``quoted`` are not consecutive lines of ``printed``, or None."""
+    said = [DURATION.sub("N s)", ln) for ln in quoted.strip("\n").splitlines()]
+    got = [DURATION.sub("N s)", ln) for ln in printed.splitlines()]
+    best = "its first line is printed nowhere"
+    for start in range(len(got) - len(said) + 1):
+        if output_mismatch(said[0], got[start]) is not None:
+            continue
+        for n, line in enumerate(said[1:], start + 1):
+            why = output_mismatch(line, got[n])
+            if why:
+                best = f"line {n - start + 1}: {why}"
+                break
+        else:
+            return None
+    return best
+
+
+def test_grader_blocks_are_found_in_the_output():
+    printed = "x\n05_fast_gating  0/50  (14.9 s)\n  FAIL a  0/25\n  WAIT b  0/25\nScore"
+    assert block_mismatch("05_fast_gating  0/50  (8.1 s)\n  FAIL a  0/25\n", printed) is None
+    assert block_mismatch("  FAIL a  0/25\n  WAIT b  0/25", printed) is None
+    assert "line 2" in block_mismatch("05_fast_gating  0/50  (3.0 s)\n  PASS a  25/25", printed)
+    assert block_mismatch("Performance: 0/20", printed) == "its first line is printed nowhere"
+
+
+@slow
+@pytest.mark.skipif(not runtime.INTERPRETER, reason="the quoted outputs are the interpreter's")
+def test_quoted_gradings_are_what_the_grader_prints(once):
+    found = grader_outputs()
+    assert len(found) >= 3
+    problems = []
+    for page, m in found:
+        printed = once["graded"][(m["exercises"], m["checks"], m["submission"])]
+        why = block_mismatch(m["text"], printed)
+        if why:
+            problems.append(f"{page.name} ({m['exercises']} | {m['submission']}): {why}")
+    assert problems == []
 
 
 @slow
@@ -545,3 +700,72 @@ def test_the_quoted_topk_tie_order():
         pytest.skip(f"quoted for torch 2.13, this is {torch.__version__}")
     got = torch.topk(torch.softmax(torch.zeros(8), -1), 2).indices.tolist()
     assert got == [6, 5]
+
+
+# ---- figures quoted from the code ------------------------------------------------------------
+
+
+def _literal_configs(stem: str) -> list[tuple]:
+    """The tuples a solution builds its GPU ``CONFIGS`` from (the interpreter replaces that list
+    with one configuration, so it is read from the source)."""
+    import ast
+
+    tree = ast.parse((catalogue.SOLUTIONS / f"{stem}.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "CONFIGS":
+            return list(ast.literal_eval(node.value.generators[0].iter))
+    raise AssertionError(f"{stem}: no CONFIGS list")
+
+
+def test_04s_page_counts_the_configurations_the_autotuner_times(solution):
+    """The page lists 04's configurations and says how many the causal prune keeps."""
+    import triton
+
+    ex = catalogue.find("04")
+    page = (docs.PAGES / f"{ex.stem}.md").read_text()
+    text = " ".join(page.split())
+    rows = _literal_configs(ex.stem)
+    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "TMA": tma}) for m, n, _, _, tma in rows]
+    causal = solution("04")._whole_key_tiles(configs, {}, CAUSAL=True)
+    assert solution("04")._whole_key_tiles(configs, {}, CAUSAL=False) == configs
+    words = {6: "six", 7: "seven"}
+    assert f"offers {words[len(rows)]} configurations" in text
+    assert f"({words[len(rows)]} without the mask, {words[len(causal)]} with it)" in text
+    dropped = [c for c in configs if c not in causal]
+    assert [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) for c in dropped] == [(64, 128)]
+    assert (
+        "drops every configuration whose `BLOCK_N` does not divide `BLOCK_M`, here (64, 128)"
+        in text
+    )
+    pointers = [r for r in rows if not r[4]]
+    descriptors = [r for r in rows if r[4]]
+    listed = "with pointers ({}, {}, {} warps, {} stages), ".format(*pointers[0][:4]) + ", ".join(
+        "({}, {}, {}, {})".format(*r[:4]) for r in pointers[1:]
+    )
+    listed += "; with descriptors " + ", ".join(
+        "({}, {}, {}, {})".format(*r[:4]) for r in descriptors
+    )
+    assert listed in text
+
+
+def test_05s_chunk_widths_are_the_kernels():
+    """The logits per chunk that 05's docstring and page quote at E = 128, computed with the
+    kernel's own constexpr lines (a chunk is a quarter of the row, 64 to 128 bytes)."""
+    import ast
+
+    ex = catalogue.find("05")
+    source = (catalogue.SOLUTIONS / f"{ex.stem}.py").read_text()
+    lines = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.AnnAssign) and node.target.id in ("CHUNK_BYTES", "CHUNK"):
+            lines[node.target.id] = ast.unparse(node.value)
+
+    def chunk(bits: int, block_e: int = 128) -> int:
+        names = {"BLOCK_E": block_e, "BITS": bits, "min": min, "max": max}
+        names["CHUNK_BYTES"] = eval(lines["CHUNK_BYTES"], names)
+        return eval(lines["CHUNK"], names)
+
+    quoted = f"{chunk(32)} fp32 or {chunk(16)} bf16 logits at E = 128"
+    page = (docs.PAGES / f"{ex.stem}.md").read_text()
+    for where, text in (("docstring", source), ("page", page)):
+        assert quoted in " ".join(text.split()), where
