@@ -769,3 +769,32 @@ def test_05s_chunk_widths_are_the_kernels():
     page = (docs.PAGES / f"{ex.stem}.md").read_text()
     for where, text in (("docstring", source), ("page", page)):
         assert quoted in " ".join(text.split()), where
+
+
+def _assigned(path: Path) -> set[str]:
+    """The names a file binds: assignments, loop variables and parameters."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    names = {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    return names | {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+
+
+def test_the_guides_name_table_is_the_chapters_code_and_the_katas():
+    """Every chapter name the guide's table gives is bound in the chapter's kernels (the
+    gallery's chapter.py files), every kata name in the solutions of 01-03, and the names said to
+    be kept in both."""
+    text = _guide().split("<!-- names: chapter | kata -->")[1]
+    table, _, after = text.partition("\n\n")
+    stems = [catalogue.find(n).stem for n in ("01", "02", "03")]
+    chapter = set().union(*(_assigned(specs.folder(s) / "gallery" / "chapter.py") for s in stems))
+    kata = set().union(*(_assigned(catalogue.SOLUTIONS / f"{s}.py") for s in stems))
+    rows = [ln.split("|")[1:3] for ln in table.splitlines()[2:]]
+    assert len(rows) >= 8
+    for theirs, ours in rows:
+        assert set(re.findall(r"`(\w+)`", theirs)) <= chapter, theirs
+        assert set(re.findall(r"`(\w+)`", ours)) <= kata, ours
+    kept = set(re.findall(r"`(\w+)`", after.split("keep their names")[0]))
+    assert len(kept) >= 10 and kept <= chapter & kata, kept - (chapter & kata)
