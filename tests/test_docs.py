@@ -798,3 +798,66 @@ def test_the_guides_name_table_is_the_chapters_code_and_the_katas():
         assert set(re.findall(r"`(\w+)`", ours)) <= kata, ours
     kept = set(re.findall(r"`(\w+)`", after.split("keep their names")[0]))
     assert len(kept) >= 10 and kept <= chapter & kata, kept - (chapter & kata)
+
+
+def _tf32_dot(a, b):
+    """A TF32 tensor-core dot in NumPy: each fp32 operand cut to 10 mantissa bits (what the
+    H200's figures show: rounding to nearest instead gives a third of the product's error), the
+    products summed without further loss, the result rounded to fp32."""
+    import numpy as np
+
+    def cut(x):
+        return (np.asarray(x, np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+    return (cut(a).astype(np.float64) @ cut(b).astype(np.float64)).astype(np.float32)
+
+
+def _tf32_flash(q, k, v, block: int = 64):
+    """01's loop with TF32 dots, on (S, D) fp32 arrays."""
+    import numpy as np
+
+    out = np.zeros(q.shape, np.float32)
+    scale = np.float32(1 / np.sqrt(q.shape[1]))
+    for m0 in range(0, len(q), block):
+        rows = q[m0 : m0 + block]
+        m_i, l_i = np.full(len(rows), -np.inf, np.float32), np.zeros(len(rows), np.float32)
+        acc = np.zeros(rows.shape, np.float32)
+        for n0 in range(0, len(k), block):
+            scores = _tf32_dot(rows, k[n0 : n0 + block].T) * scale
+            m_new = np.maximum(m_i, scores.max(axis=1))
+            alpha, p = np.exp(m_i - m_new), np.exp(scores - m_new[:, None])
+            l_i = alpha * l_i + p.sum(axis=1)
+            acc = alpha[:, None] * acc + _tf32_dot(p, v[n0 : n0 + block])
+            m_i = m_new
+        out[m0 : m0 + block] = acc / l_i[:, None]
+    return out
+
+
+def test_the_guides_tf32_figures_are_tf32s_own():
+    """The guide's TF32 errors (measured on an H200) come back when TF32 is emulated: about 1e-3
+    for attention at D = 16 and 64, 2.3e-2 to 2.8e-2 for a 64^3 product, 1e-5 in IEEE fp32."""
+    import numpy as np
+
+    from kata import oracles
+
+    text = " ".join(_guide().split())
+    assert "by about 1e-3, at D = 64 as at D = 16" in text
+    assert "finds 0.9e-3 to 1.7e-3 for attention at D = 16 and 64" in text
+    assert "and 2.3e-2 to 2.8e-2 for the product" in text
+    errors = []
+    for D in (16, 64):
+        for S in (128, 256):
+            for seed in range(4):
+                gen = np.random.default_rng(seed)
+                q, k, v = (gen.standard_normal((S, D)).astype(np.float32) for _ in range(3))
+                errors.append(np.abs(_tf32_flash(q, k, v) - oracles.attention(q, k, v)).max())
+    assert 0.85e-3 <= min(errors) and max(errors) <= 1.75e-3, errors
+    tf32, ieee = [], []
+    for seed in range(4):
+        gen = np.random.default_rng(seed)
+        a, b = (gen.standard_normal((64, 64)).astype(np.float32) for _ in range(2))
+        exact = a.astype(np.float64) @ b.astype(np.float64)
+        tf32.append(np.abs(_tf32_dot(a, b) - exact).max())
+        ieee.append(np.abs(a @ b - exact).max())
+    assert 2.25e-2 <= min(tf32) and max(tf32) <= 2.85e-2, tf32
+    assert max(ieee) < 1e-5, ieee  # the guide's 7.6e-6
