@@ -2,6 +2,7 @@
 repository and in the student handout), no hidden case in the handout, and every number the
 docs quote from a worked example equal to what the example prints."""
 
+import json
 import math
 import re
 import tempfile
@@ -861,3 +862,90 @@ def test_the_guides_tf32_figures_are_tf32s_own():
         ieee.append(np.abs(a @ b - exact).max())
     assert 2.25e-2 <= min(tf32) and max(tf32) <= 2.85e-2, tf32
     assert max(ieee) < 1e-5, ieee  # the guide's 7.6e-6
+
+
+def test_one_grading_is_quoted_for_the_performance_points():
+    """performance.md's grading table, its summary and report-schema.md's example are one
+    grading of the reference solutions on the H200 (the bench run is another measurement)."""
+    import json
+
+    perf = (ROOT / "docs" / "performance.md").read_text()
+    schema = (ROOT / "docs" / "report-schema.md").read_text()
+    example = json.loads(
+        schema.split("on an H200 (torch 2.11.0+cu130, triton 3.6.0):")[1]
+        .split("```json\n")[1]
+        .split("```")[0]
+    )
+    shapes = {s["shape"]: s for s in example["shapes"]}
+    rows = {}
+    for line in perf.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 9 and cells[1].startswith(("B=4", "M=1M")):
+            rows[cells[1]] = cells
+    for shape, s in shapes.items():
+        _, _, kernel, torch_ms, speedup, spread, *_ = rows[shape]
+        for quoted, value in (
+            (kernel.split()[0], s["kernel_ms"]),
+            (torch_ms.split()[0], s["torch_ms"]),
+            (speedup, s["speedup"]),
+        ):
+            assert mismatch("", quoted, [value]) is None, (shape, quoted, value)
+        lo, hi = spread.split("-")
+        assert (
+            abs(float(lo) - s["speedup_range"][0]) <= 0.0051
+            and abs(float(hi) - s["speedup_range"][1]) <= 0.0051
+        )
+        assert f"{s['kernel_ms']:7.3f} ms  x{s['speedup']:.2f}" in perf  # the summary's line
+    gated = rows["B=4 H=16 S=4096 D=128 bf16"]
+    assert mismatch("", gated[6], [example["geomean_speedup"]]) is None
+    assert gated[8].startswith(f"**{example['points']}/10**")
+    speedups = re.search(
+        r"05's entry has `speedup` ([\d.]+) \(fp32\) and ([\d.]+) \(bf16\)", schema
+    )
+    assert mismatch("", rows["M=1M E=128 float32"][4], [float(speedups[1])]) is None
+    assert mismatch("", rows["M=1M E=128 bfloat16"][4], [float(speedups[2])]) is None
+
+
+# ---- the H200 figures: one bench run, docs/bench_h200.json -----------------------------------
+
+
+def test_h200_figures_keep_their_form_and_take_the_runs_values():
+    from kata.authoring import bench_docs as b
+
+    assert b.render("0.94-0.97x", [0.951, 0.9649]) == "0.95-0.96x"
+    assert b.render("0.94-0.97x", [0.9211, 0.9249]) == "0.92x"  # one value at this precision
+    assert b.render("**93%", [88.4]) == "**88%"
+    assert (
+        b.render("1.02e-2", [0.0019]) == "1.90e-3"
+        and b.render("5.7-32x", [5.66, 32.4]) == "5.7-32x"
+    )
+    assert b.render("2.11.0", ["2.12.1"]) == "2.12.1" and b.render("700", ["650.00 W"]) == "650"
+    with pytest.raises(b.FigureError, match="write a range"):
+        b.render("0.92x", [0.92, 0.99])
+    data = json.loads(b.BENCH.read_text())
+    assert b.values(data, "max gating fast_pct_of_copy @ fp32") == [
+        max(r["fast_pct_of_copy"] for r in data["gating"] if r["dtype"] == "float32")
+    ]
+    with pytest.raises(b.FigureError, match="no row matches"):
+        b.values(data, "gating fast_ms @ E=7")
+
+
+def test_h200_figures_come_from_the_bench_file(tmp_path, monkeypatch):
+    """Another bench run in docs/bench_h200.json changes every tagged figure and table: the
+    docs are regenerated from the file, never from numbers kept elsewhere."""
+    from kata.authoring import bench_docs as b
+
+    data = json.loads(b.BENCH.read_text())
+    data["copy"]["tbps"] = 5.0
+    for row in data["gating"]:
+        row["fast_pct_of_copy"] *= 0.5
+    run = tmp_path / "bench_h200.json"
+    run.write_text(json.dumps(data))
+    monkeypatch.setattr(b, "BENCH", run)
+    files, problems = docs.expected()
+    assert problems == []
+    readme = files[ROOT / "README.md"]
+    assert "**47%<!-- h200: gating fast_pct_of_copy @ fp32 E=128 -->**" in readme
+    perf = files[docs.DOCS / "performance.md"]
+    assert "| 128 | fp32 | 554 | 139.1 | 3.98 | **47%** |" in perf
+    assert "**5.00<!-- h200: copy tbps --> TB/s**" in perf
