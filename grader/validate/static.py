@@ -48,8 +48,10 @@ def _files(notes: list[str], solutions: Path) -> list[str]:
                 problems.append(f"{ex.stem}: its {what} {path.relative_to(ROOT)} is missing")
         if not (solutions / ex.filename).is_file():
             problems.append(f"{ex.stem}: no solution {ex.filename} in {solutions}")
-        if len(ex.hints) < 2:
-            problems.append(f"{ex.stem}: the manifest gives fewer than 2 hints")
+        for todo, levels in ex.ladders.items():
+            if len(levels) < 2:
+                which = f" for TODO {todo}" if todo else ""
+                problems.append(f"{ex.stem}: the manifest gives fewer than 2 hints{which}")
     if solutions != SOLUTIONS:
         notes.append(f"solutions from {solutions}: generation drift is checked against solutions/")
     marked = [
