@@ -949,3 +949,45 @@ def test_h200_figures_come_from_the_bench_file(tmp_path, monkeypatch):
     perf = files[docs.DOCS / "performance.md"]
     assert "| 128 | fp32 | 554 | 139.1 | 3.98 | **47%** |" in perf
     assert "**5.00<!-- h200: copy tbps --> TB/s**" in perf
+
+
+def test_the_self_check_answers_on_04_05_06_are_the_kernels(solution):
+    """The figures in self-check questions 10, 11, 12 and 15, recomputed from the kernels' own
+    rules: 04's stages and prune, 05's chunk width, 06's loop bounds and window."""
+    import triton
+
+    text = " ".join((ROOT / "docs" / "self-check.md").read_text().split())
+    # 10: stage 2 at 128 x 64; the second key tile is future for the tile's first 64 rows.
+    block_m, block_n, pid_m = 128, 64, 3
+    rows = range(pid_m * block_m, (pid_m + 1) * block_m)
+    second = range(pid_m * block_m + block_n, pid_m * block_m + 2 * block_n)
+    blind = [r for r in rows if all(k > r for k in second)]
+    assert blind == list(rows[:64]) and all(pid_m * block_m <= r for r in blind)
+    assert "rows `pid_m * 128` to `pid_m * 128 + 63`, the first half of the query tile" in text
+    # 11: the prune drops (64, 128) for causal attention only.
+    configs = [
+        triton.Config({"BLOCK_M": 64, "BLOCK_N": 128}),
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}),
+    ]
+    assert solution("04")._whole_key_tiles(configs, {}, CAUSAL=True) == configs[1:]
+    assert "drops `BLOCK_M = 64`, `BLOCK_N = 128`" in text
+    # 12: at E = 128 a chunk is 32 logits, so experts 5 and 37 share slot 5.
+    assert (
+        "At E = 128 in fp32 a chunk is 32 logits, so experts 5 and 37 both land in slot 5" in text
+    )
+    assert "32 fp32 or 32 bf16 logits at E = 128" in " ".join(
+        (docs.PAGES / f"{catalogue.find('05').stem}.md").read_text().split()
+    )  # the page's figure, which test_05s_chunk_widths_are_the_kernels computes
+    # 15: WINDOW = 5, 16 x 16 tiles, rows 32..47: tiles at 16 and 32; rows 36..47 blind at first.
+    window, first = 5, 32
+    lo = max(first - window + 1, 0) // 16 * 16
+    tiles = list(range(lo, first + 16, 16))
+    blind = [
+        r
+        for r in range(first, first + 16)
+        if all(r - k >= window or k > r for k in range(lo, lo + 16))
+    ]
+    assert tiles == [16, 32] and blind == list(range(36, 48))
+    assert "So it visits the tiles at keys 16 and 32." in text
+    assert "rows 36 to 47 start at key 32 or later and see nothing there" in text
+    assert "Those twelve rows" in text
