@@ -3,8 +3,8 @@ torch again (over a second, most of a small grading's time on two cores).
 
     python -m grader.run.forkserver FD
 
-imports numpy and torch once (never triton, which decides at import whether it interprets, nor
-the kata's runtime, which decides the backend), then serves requests on the Unix socket FD (a
+imports numpy and torch once (never triton or the kata's runtime: each child chooses its backend
+with ``kata.runtime.configure()`` from the environment its request brings), then serves requests on the Unix socket FD (a
 ``SOCK_SEQPACKET`` pair: one message is one request), one at a time, in one thread (a fork from
 a process with other threads may inherit a held lock): each request is a JSON object
 ``{"argv", "env", "cwd"}`` sent with three file descriptors, the

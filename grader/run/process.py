@@ -55,13 +55,13 @@ def contain() -> bool:
     return _contained
 
 
-def _children() -> list[int]:
-    """This process's children, from /proc (the re-parented orphans among them)."""
-    me, found = os.getpid(), []
+def family() -> dict[int, list[int]]:
+    """Every process's children, by parent pid, from /proc."""
+    found: dict[int, list[int]] = {}
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return []
+        return found
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -72,9 +72,24 @@ def _children() -> list[int]:
             continue
         # The command name (field 2) may hold spaces and parentheses: the ppid follows the last ')'.
         fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 1 and int(fields[1]) == me:
-            found.append(int(entry))
+        if len(fields) > 1:
+            found.setdefault(int(fields[1]), []).append(int(entry))
     return found
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it."""
+    children, todo, found = family(), [pid], []
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo += children.get(p, [])
+    return found
+
+
+def _children() -> list[int]:
+    """This process's children (the re-parented orphans among them)."""
+    return family().get(os.getpid(), [])
 
 
 def reap(spare: bool = True) -> int:

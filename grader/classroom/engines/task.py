@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.run import process
 from kata.catalogue import ROOT
 
 STATUSES = ("running", "graded", "grader_error", "infra_error")
@@ -157,21 +158,9 @@ def _now() -> str:
 
 
 def _kill_tree(pid: int) -> None:
-    """Kill a process and everything below it (the grader starts pytest and launcher processes
-    in their own process groups, so killing one group is not enough)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-        except (OSError, IndexError, ValueError):
-            continue
-    todo, found = [pid], []
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        todo += children.get(p, [])
-    for p in found:
+    """Kill a process and everything below it (the grader starts launcher processes in their
+    own process groups, so killing one group is not enough)."""
+    for p in process.descendants(pid):
         try:
             os.kill(p, signal.SIGKILL)
         except OSError:
