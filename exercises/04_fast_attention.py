@@ -7,8 +7,9 @@ The same online softmax as 01 and the same causal rule as 02, written the way fa
 * exp2 instead of exp: exp(x) = exp2(x * log2(e)), so log2(e) is folded into the softmax scale
   once and every exponential becomes the GPU's native exp2.
 * Causal attention splits the key loop in two stages: tiles left of the diagonal need no mask
-  at all, only the diagonal tile does, and tiles right of it are never visited. The query tiles
-  with the most work start first, so the short ones fill in at the end.
+  at all, only the tiles on it do (the BLOCK_M keys at this query tile's own rows: two key
+  tiles at 128 x 64), and tiles right of it are never visited. The query tiles with the most
+  work start first, so the short ones fill in at the end.
 * Any S: only the last key tile masks the columns past S.
 * Two ways to bring K and V tiles in, chosen by the autotuner with the block sizes, warps and
   pipeline stages per (S, D, causal): plain pointer loads, or tensor descriptors (Hopper's TMA

@@ -47,10 +47,18 @@ class Exercise:
     interface: str  # a name in kata.interfaces.INTERFACES
     host: str  # the host function the file defines for its worked example
     todos: tuple[Todo, ...]
-    hints: tuple[str, ...]
+    hints: tuple[str, ...]  # one ladder for the whole exercise; () when split per TODO
     track: str = "core"
     causal: bool = False  # attention interfaces: the task is causal
     chapter: str = ""  # the chapter section it comes from, if any
+    # A ladder per TODO, in file order, so that a student stuck on one TODO reads no hint that
+    # gives away another.
+    todo_hints: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def ladders(self) -> dict[str | None, tuple[str, ...]]:
+        """Each ladder of hints by the TODO it helps with; None: the exercise's only ladder."""
+        return dict(self.todo_hints) if self.todo_hints else {None: self.hints}
 
     @property
     def number(self) -> str:
@@ -91,6 +99,12 @@ def _entry(raw: dict, n: int) -> Exercise:
         todos = tuple(Todo(t["id"], int(t["points"]), t["title"]) for t in raw["todos"])
     except (KeyError, TypeError) as exc:
         raise ManifestError(f"{where}: each TODO needs id, points and title ({exc})") from None
+    hints, todo_hints = raw["hints"], ()
+    if isinstance(hints, dict):  # [exercise.hints]: one ladder per TODO id
+        ids = [t.id for t in todos]
+        if sorted(hints) != sorted(ids):
+            raise ManifestError(f"{where}: hints per TODO must name exactly {', '.join(ids)}")
+        hints, todo_hints = (), tuple((i, tuple(hints[i])) for i in ids)
     return Exercise(
         stem=raw["stem"],
         title=raw["title"],
@@ -98,10 +112,11 @@ def _entry(raw: dict, n: int) -> Exercise:
         interface=raw["interface"],
         host=raw["host"],
         todos=todos,
-        hints=tuple(raw["hints"]),
+        hints=tuple(hints),
         track=raw.get("track", "core"),
         causal=bool(raw.get("causal", False)),
         chapter=raw.get("chapter", ""),
+        todo_hints=todo_hints,
     )
 
 

@@ -308,7 +308,7 @@ INTERFACES: dict[str, Interface] = {
                       separation=10.0,  # 100 x its 1e-2 would ask for differences of 1
                       autotuned=True),
         TiledGating("tiled-gating", TILED_GATING_PARAMS, ("w0", "w1", "idx0", "idx1"),
-                    ("top2", "weights"), "top-2 gating with BLOCK_M tokens per program",
+                    ("top2", "chosen-weights"), "top-2 gating with BLOCK_M tokens per program",
                     autotuned=True),
     )
 }

@@ -2,6 +2,7 @@
 repository and in the student handout), no hidden case in the handout, and every number the
 docs quote from a worked example equal to what the example prints."""
 
+import json
 import math
 import re
 import tempfile
@@ -420,19 +421,62 @@ def printed(request) -> dict[str, dict[str, list[float]]]:
     missing = CORETYPES[coretype] - _cpu_flags()
     if missing:
         pytest.skip(f"this CPU lacks {', '.join(sorted(missing))} for OpenBLAS's {coretype} kernel")
-    scripts = {m["script"] for _, m in tags()} | {m["script"] for m in transcripts()}
-    scripts = sorted(scripts | {"solutions/02"})
+    scripts = sorted(s for s in quoted_scripts() | {"solutions/02"} if not run_once(s))
     runs = run_examples([script_path(s) for s in scripts], OPENBLAS_CORETYPE=coretype)
-    outs = {s: runs[script_path(s)][1] for s in scripts}
+    return _printed({s: runs[script_path(s)][1] for s in scripts})
+
+
+def _printed(outs: dict[str, str]) -> dict:
     return {s: values(out) for s, out in outs.items()} | {
         f"{s} (text)": out for s, out in outs.items()
     }
 
 
+def quoted_scripts() -> set[str]:
+    return {m["script"] for _, m in tags()} | {m["script"] for m in transcripts()}
+
+
+def run_once(script: str) -> bool:
+    """The performance track's examples take tens of seconds each in the interpreter, and what
+    the docs quote from them (bounds, words) does not depend on the BLAS kernel: run them once."""
+    return catalogue.find(script.split("/")[1]).track == "performance"
+
+
+@pytest.fixture(scope="module")
+def once(tmp_path_factory) -> dict:
+    """The slow runs, each once, two at a time: the performance track's worked examples
+    (``printed``) and the gradings the docs quote (``graded``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    scripts = sorted(s for s in quoted_scripts() if run_once(s))
+    gradings = sorted({(m["exercises"], m["checks"], m["submission"]) for _, m in grader_outputs()})
+    tmp = tmp_path_factory.mktemp("graded")
+
+    def run(job):
+        kind, n, what = job
+        if kind == "example":
+            return run_examples([script_path(what)])[script_path(what)][1]
+        exercises, checks, submission = what
+        folder = _submission(tmp / f"s{n}", exercises.split(), submission)
+        return _grade(folder, exercises.split(), checks)
+
+    jobs = [("example", 0, s) for s in scripts] + [
+        ("grading", n, key) for n, key in enumerate(gradings)
+    ]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outs = list(pool.map(run, jobs))
+    done = {what: out for (_, _, what), out in zip(jobs, outs)}
+    return {
+        "printed": _printed({s: done[s] for s in scripts}),
+        "graded": {key: done[key] for key in gradings},
+    }
+
+
 @slow
-def test_every_quoted_number_matches_its_worked_example(printed):
+def test_every_quoted_number_matches_its_worked_example(printed, once):
     found = tags()
     assert len(found) >= 10
+    printed = {**printed, **once["printed"]}
     problems = []
     for page, m in found:
         values_ = printed[m["script"]]
@@ -450,23 +494,135 @@ def transcripts() -> list[re.Match]:
     return [m for page in quoted_pages() for m in TRANSCRIPT.finditer(page.read_text())]
 
 
-def _shape(text: str) -> tuple[str, list[str]]:
-    numbers = re.findall(NUMBER, text)
-    return re.sub(NUMBER, "#", " ".join(text.split())), numbers
+ANY_WORD = "…"  # in a quoted output: any one word (a value read from uninitialised memory)
+
+
+def output_mismatch(quoted: str, printed: str) -> str | None:
+    """Why the output ``quoted`` is not what was ``printed``, or None: word by word, the numbers
+    in a word compared as the tags' figures are (float noise by its order of magnitude)."""
+    said, got = quoted.split(), printed.split()
+    if len(said) != len(got):
+        return f"{len(said)} words quoted, {len(got)} printed"
+    for word, run in zip(said, got):
+        if word == ANY_WORD:
+            continue
+        if re.sub(NUMBER, "#", word) != re.sub(NUMBER, "#", run):
+            return f"{word!r} is printed {run!r}"
+        for text, value in zip(re.findall(NUMBER, word), re.findall(NUMBER, run)):
+            why = mismatch("about " if 0 < abs(float(text)) < NOISE else "", text, [float(value)])
+            if why:
+                return f"{word!r}: {why}"
+    return None
+
+
+def test_outputs_are_compared_word_by_word():
+    assert output_mismatch("max abs diff 0.366 ok", "max abs diff  0.3661  ok") is None
+    assert output_mismatch("diff 0.366", "diff 0.401") and output_mismatch("a b", "a b c")
+    assert output_mismatch("diff … allclose", "diff 7.87e+34 allclose") is None
+    assert output_mismatch("diff about", "diff nan") and output_mismatch("0/50", "25/50")
+    assert output_mismatch("w 7.87e-08", "w 5.2e-08") is None  # noise: its order only
 
 
 @slow
 @pytest.mark.skipif(not runtime.INTERPRETER, reason="the quoted outputs are the interpreter's")
-def test_quoted_outputs_are_what_the_examples_print(printed):
+def test_quoted_outputs_are_what_the_examples_print(printed, once):
     found = transcripts()
     assert len(found) >= 3
+    printed = {**printed, **once["printed"]}
     for m in found:
-        doc_words, doc_numbers = _shape(m["text"])
-        run_words, run_numbers = _shape(printed[f"{m['script']} (text)"])
-        assert doc_words == run_words, m["script"]
-        for quoted, value in zip(doc_numbers, run_numbers):
-            word = "about " if 0 < abs(float(quoted)) < NOISE else ""
-            assert mismatch(word, quoted, [float(value)]) is None, (m["script"], quoted, value)
+        why = output_mismatch(m["text"], printed[f"{m['script']} (text)"])
+        assert why is None, f"{m['script']}: {why}"
+
+
+# ---- what the grader prints, quoted ----------------------------------------------------------
+#
+# A block of the grader's console output follows a tag naming the exercises graded, the checks
+# and the submission: the untouched skeletons, some TODOs filled with the reference code.
+#
+#   <!-- grader: 05 | public | skeleton + rows-per-program -->
+#
+# The block must be consecutive lines of that grading's output in the interpreter, compared word
+# by word as above. Durations ("(12.0 s)", "cpu, 15 s)") are the machine's, never compared.
+
+GRADER_OUTPUT = re.compile(
+    r"<!-- grader: (?P<exercises>\d\d(?: \d\d)*) \| (?P<checks>hidden|public) \| "
+    r"(?P<submission>skeleton(?: \+ [\w-]+)*) -->\n```\w*\n(?P<text>.*?)```",
+    re.S,
+)
+DURATION = re.compile(r"\d+(?:\.\d+)? s\)")
+
+
+def grader_outputs() -> list[tuple[Path, re.Match]]:
+    return [(p, m) for p in quoted_pages() for m in GRADER_OUTPUT.finditer(p.read_text())]
+
+
+def _submission(folder: Path, exercises: list[str], submission: str) -> Path:
+    """The untouched skeletons of ``exercises``, with the TODOs ``submission`` names filled in
+    with the reference code of the exercise's spec."""
+    from grader.validate import gallery
+
+    todos = submission.split(" + ")[1:]
+    folder.mkdir(parents=True)
+    for number in exercises:
+        ex = catalogue.find(number)
+        spec = specs.load(ex.stem, "hidden")
+        fills = {todo: spec.reference[todo] for todo in todos if todo in ex.todo_ids}
+        (folder / ex.filename).write_text(gallery.fill(skeletons.pristine(ex.stem), fills))
+    unknown = set(todos) - {t for n in exercises for t in catalogue.find(n).todo_ids}
+    assert not unknown, f"no TODO {unknown} in {exercises}"
+    return folder
+
+
+def _grade(folder: Path, exercises: list[str], checks: str) -> str:
+    import subprocess
+    import sys
+
+    report = folder.parent / f"{folder.name}.json"
+    cmd = [sys.executable, "-m", "grader", "--device", "interpreter", "--target", str(folder)]
+    cmd += ["--checks", checks, "--report", str(report), "--no-html", *exercises]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc.stdout
+
+
+def block_mismatch(quoted: str, printed: str) -> str | None:
+    """Why the lines ``quoted`` are not consecutive lines of ``printed``, or None."""
+    said = [DURATION.sub("N s)", ln) for ln in quoted.strip("\n").splitlines()]
+    got = [DURATION.sub("N s)", ln) for ln in printed.splitlines()]
+    best = "its first line is printed nowhere"
+    for start in range(len(got) - len(said) + 1):
+        if output_mismatch(said[0], got[start]) is not None:
+            continue
+        for n, line in enumerate(said[1:], start + 1):
+            why = output_mismatch(line, got[n])
+            if why:
+                best = f"line {n - start + 1}: {why}"
+                break
+        else:
+            return None
+    return best
+
+
+def test_grader_blocks_are_found_in_the_output():
+    printed = "x\n05_fast_gating  0/50  (14.9 s)\n  FAIL a  0/25\n  WAIT b  0/25\nScore"
+    assert block_mismatch("05_fast_gating  0/50  (8.1 s)\n  FAIL a  0/25\n", printed) is None
+    assert block_mismatch("  FAIL a  0/25\n  WAIT b  0/25", printed) is None
+    assert "line 2" in block_mismatch("05_fast_gating  0/50  (3.0 s)\n  PASS a  25/25", printed)
+    assert block_mismatch("Performance: 0/20", printed) == "its first line is printed nowhere"
+
+
+@slow
+@pytest.mark.skipif(not runtime.INTERPRETER, reason="the quoted outputs are the interpreter's")
+def test_quoted_gradings_are_what_the_grader_prints(once):
+    found = grader_outputs()
+    assert len(found) >= 3
+    problems = []
+    for page, m in found:
+        printed = once["graded"][(m["exercises"], m["checks"], m["submission"])]
+        why = block_mismatch(m["text"], printed)
+        if why:
+            problems.append(f"{page.name} ({m['exercises']} | {m['submission']}): {why}")
+    assert problems == []
 
 
 @slow
@@ -545,3 +701,293 @@ def test_the_quoted_topk_tie_order():
         pytest.skip(f"quoted for torch 2.13, this is {torch.__version__}")
     got = torch.topk(torch.softmax(torch.zeros(8), -1), 2).indices.tolist()
     assert got == [6, 5]
+
+
+# ---- figures quoted from the code ------------------------------------------------------------
+
+
+def _literal_configs(stem: str) -> list[tuple]:
+    """The tuples a solution builds its GPU ``CONFIGS`` from (the interpreter replaces that list
+    with one configuration, so it is read from the source)."""
+    import ast
+
+    tree = ast.parse((catalogue.SOLUTIONS / f"{stem}.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "CONFIGS":
+            return list(ast.literal_eval(node.value.generators[0].iter))
+    raise AssertionError(f"{stem}: no CONFIGS list")
+
+
+def test_04s_page_counts_the_configurations_the_autotuner_times(solution):
+    """The page lists 04's configurations and says how many the causal prune keeps."""
+    import triton
+
+    ex = catalogue.find("04")
+    page = (docs.PAGES / f"{ex.stem}.md").read_text()
+    text = " ".join(page.split())
+    rows = _literal_configs(ex.stem)
+    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "TMA": tma}) for m, n, _, _, tma in rows]
+    causal = solution("04")._whole_key_tiles(configs, {}, CAUSAL=True)
+    assert solution("04")._whole_key_tiles(configs, {}, CAUSAL=False) == configs
+    words = {6: "six", 7: "seven"}
+    assert f"offers {words[len(rows)]} configurations" in text
+    assert f"({words[len(rows)]} without the mask, {words[len(causal)]} with it)" in text
+    dropped = [c for c in configs if c not in causal]
+    assert [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) for c in dropped] == [(64, 128)]
+    assert (
+        "drops every configuration whose `BLOCK_N` does not divide `BLOCK_M`, here (64, 128)"
+        in text
+    )
+    pointers = [r for r in rows if not r[4]]
+    descriptors = [r for r in rows if r[4]]
+    listed = "with pointers ({}, {}, {} warps, {} stages), ".format(*pointers[0][:4]) + ", ".join(
+        "({}, {}, {}, {})".format(*r[:4]) for r in pointers[1:]
+    )
+    listed += "; with descriptors " + ", ".join(
+        "({}, {}, {}, {})".format(*r[:4]) for r in descriptors
+    )
+    assert listed in text
+
+
+def test_05s_chunk_widths_are_the_kernels():
+    """The logits per chunk that 05's docstring and page quote at E = 128, computed with the
+    kernel's own constexpr lines (a chunk is a quarter of the row, 64 to 128 bytes)."""
+    import ast
+
+    ex = catalogue.find("05")
+    source = (catalogue.SOLUTIONS / f"{ex.stem}.py").read_text()
+    lines = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.AnnAssign) and node.target.id in ("CHUNK_BYTES", "CHUNK"):
+            lines[node.target.id] = ast.unparse(node.value)
+
+    def chunk(bits: int, block_e: int = 128) -> int:
+        names = {"BLOCK_E": block_e, "BITS": bits, "min": min, "max": max}
+        names["CHUNK_BYTES"] = eval(lines["CHUNK_BYTES"], names)
+        return eval(lines["CHUNK"], names)
+
+    quoted = f"{chunk(32)} fp32 or {chunk(16)} bf16 logits at E = 128"
+    page = (docs.PAGES / f"{ex.stem}.md").read_text()
+    for where, text in (("docstring", source), ("page", page)):
+        assert quoted in " ".join(text.split()), where
+
+
+def _assigned(path: Path) -> set[str]:
+    """The names a file binds: assignments, loop variables and parameters."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    names = {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    return names | {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+
+
+def test_the_guides_name_table_is_the_chapters_code_and_the_katas():
+    """Every chapter name the guide's table gives is bound in the chapter's kernels (the
+    gallery's chapter.py files), every kata name in the solutions of 01-03, and the names said to
+    be kept in both."""
+    text = _guide().split("<!-- names: chapter | kata -->")[1]
+    table, _, after = text.partition("\n\n")
+    stems = [catalogue.find(n).stem for n in ("01", "02", "03")]
+    chapter = set().union(*(_assigned(specs.folder(s) / "gallery" / "chapter.py") for s in stems))
+    kata = set().union(*(_assigned(catalogue.SOLUTIONS / f"{s}.py") for s in stems))
+    rows = [ln.split("|")[1:3] for ln in table.splitlines()[2:]]
+    assert len(rows) >= 8
+    for theirs, ours in rows:
+        assert set(re.findall(r"`(\w+)`", theirs)) <= chapter, theirs
+        assert set(re.findall(r"`(\w+)`", ours)) <= kata, ours
+    kept = set(re.findall(r"`(\w+)`", after.split("keep their names")[0]))
+    assert len(kept) >= 10 and kept <= chapter & kata, kept - (chapter & kata)
+
+
+def _tf32_dot(a, b):
+    """A TF32 tensor-core dot in NumPy: each fp32 operand cut to 10 mantissa bits (what the
+    H200's figures show: rounding to nearest instead gives a third of the product's error), the
+    products summed without further loss, the result rounded to fp32."""
+    import numpy as np
+
+    def cut(x):
+        return (np.asarray(x, np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+    return (cut(a).astype(np.float64) @ cut(b).astype(np.float64)).astype(np.float32)
+
+
+def _tf32_flash(q, k, v, block: int = 64):
+    """01's loop with TF32 dots, on (S, D) fp32 arrays."""
+    import numpy as np
+
+    out = np.zeros(q.shape, np.float32)
+    scale = np.float32(1 / np.sqrt(q.shape[1]))
+    for m0 in range(0, len(q), block):
+        rows = q[m0 : m0 + block]
+        m_i, l_i = np.full(len(rows), -np.inf, np.float32), np.zeros(len(rows), np.float32)
+        acc = np.zeros(rows.shape, np.float32)
+        for n0 in range(0, len(k), block):
+            scores = _tf32_dot(rows, k[n0 : n0 + block].T) * scale
+            m_new = np.maximum(m_i, scores.max(axis=1))
+            alpha, p = np.exp(m_i - m_new), np.exp(scores - m_new[:, None])
+            l_i = alpha * l_i + p.sum(axis=1)
+            acc = alpha[:, None] * acc + _tf32_dot(p, v[n0 : n0 + block])
+            m_i = m_new
+        out[m0 : m0 + block] = acc / l_i[:, None]
+    return out
+
+
+def test_the_guides_tf32_figures_are_tf32s_own():
+    """The guide's TF32 errors (measured on an H200) come back when TF32 is emulated: about 1e-3
+    for attention at D = 16 and 64, 2.3e-2 to 2.8e-2 for a 64^3 product, 1e-5 in IEEE fp32."""
+    import numpy as np
+
+    from kata import oracles
+
+    text = " ".join(_guide().split())
+    assert "by about 1e-3, at D = 64 as at D = 16" in text
+    assert "finds 0.9e-3 to 1.7e-3 for attention at D = 16 and 64" in text
+    assert "and 2.3e-2 to 2.8e-2 for the product" in text
+    errors = []
+    for D in (16, 64):
+        for S in (128, 256):
+            for seed in range(4):
+                gen = np.random.default_rng(seed)
+                q, k, v = (gen.standard_normal((S, D)).astype(np.float32) for _ in range(3))
+                errors.append(np.abs(_tf32_flash(q, k, v) - oracles.attention(q, k, v)).max())
+    assert 0.85e-3 <= min(errors) and max(errors) <= 1.75e-3, errors
+    tf32, ieee = [], []
+    for seed in range(4):
+        gen = np.random.default_rng(seed)
+        a, b = (gen.standard_normal((64, 64)).astype(np.float32) for _ in range(2))
+        exact = a.astype(np.float64) @ b.astype(np.float64)
+        tf32.append(np.abs(_tf32_dot(a, b) - exact).max())
+        ieee.append(np.abs(a @ b - exact).max())
+    assert 2.25e-2 <= min(tf32) and max(tf32) <= 2.85e-2, tf32
+    assert max(ieee) < 1e-5, ieee  # the guide's 7.6e-6
+
+
+def test_one_grading_is_quoted_for_the_performance_points():
+    """performance.md's grading table, its summary and report-schema.md's example are one
+    grading of the reference solutions on the H200 (the bench run is another measurement)."""
+    import json
+
+    perf = (ROOT / "docs" / "performance.md").read_text()
+    schema = (ROOT / "docs" / "report-schema.md").read_text()
+    example = json.loads(
+        schema.split("on an H200 (torch 2.11.0+cu130, triton 3.6.0):")[1]
+        .split("```json\n")[1]
+        .split("```")[0]
+    )
+    shapes = {s["shape"]: s for s in example["shapes"]}
+    rows = {}
+    for line in perf.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 9 and cells[1].startswith(("B=4", "M=1M")):
+            rows[cells[1]] = cells
+    for shape, s in shapes.items():
+        _, _, kernel, torch_ms, speedup, spread, *_ = rows[shape]
+        for quoted, value in (
+            (kernel.split()[0], s["kernel_ms"]),
+            (torch_ms.split()[0], s["torch_ms"]),
+            (speedup, s["speedup"]),
+        ):
+            assert mismatch("", quoted, [value]) is None, (shape, quoted, value)
+        lo, hi = spread.split("-")
+        assert (
+            abs(float(lo) - s["speedup_range"][0]) <= 0.0051
+            and abs(float(hi) - s["speedup_range"][1]) <= 0.0051
+        )
+        assert f"{s['kernel_ms']:7.3f} ms  x{s['speedup']:.2f}" in perf  # the summary's line
+    gated = rows["B=4 H=16 S=4096 D=128 bf16"]
+    assert mismatch("", gated[6], [example["geomean_speedup"]]) is None
+    assert gated[8].startswith(f"**{example['points']}/10**")
+    speedups = re.search(
+        r"05's entry has `speedup` ([\d.]+) \(fp32\) and ([\d.]+) \(bf16\)", schema
+    )
+    assert mismatch("", rows["M=1M E=128 float32"][4], [float(speedups[1])]) is None
+    assert mismatch("", rows["M=1M E=128 bfloat16"][4], [float(speedups[2])]) is None
+
+
+# ---- the H200 figures: one bench run, docs/bench_h200.json -----------------------------------
+
+
+def test_h200_figures_keep_their_form_and_take_the_runs_values():
+    from kata.authoring import bench_docs as b
+
+    assert b.render("0.94-0.97x", [0.951, 0.9649]) == "0.95-0.96x"
+    assert b.render("0.94-0.97x", [0.9211, 0.9249]) == "0.92x"  # one value at this precision
+    assert b.render("**93%", [88.4]) == "**88%"
+    assert (
+        b.render("1.02e-2", [0.0019]) == "1.90e-3"
+        and b.render("5.7-32x", [5.66, 32.4]) == "5.7-32x"
+    )
+    assert b.render("2.11.0", ["2.12.1"]) == "2.12.1" and b.render("700", ["650.00 W"]) == "650"
+    with pytest.raises(b.FigureError, match="write a range"):
+        b.render("0.92x", [0.92, 0.99])
+    data = json.loads(b.BENCH.read_text())
+    assert b.values(data, "max gating fast_pct_of_copy @ fp32") == [
+        max(r["fast_pct_of_copy"] for r in data["gating"] if r["dtype"] == "float32")
+    ]
+    with pytest.raises(b.FigureError, match="no row matches"):
+        b.values(data, "gating fast_ms @ E=7")
+
+
+def test_h200_figures_come_from_the_bench_file(tmp_path, monkeypatch):
+    """Another bench run in docs/bench_h200.json changes every tagged figure and table: the
+    docs are regenerated from the file, never from numbers kept elsewhere."""
+    from kata.authoring import bench_docs as b
+
+    data = json.loads(b.BENCH.read_text())
+    data["copy"]["tbps"] = 5.0
+    for row in data["gating"]:
+        row["fast_pct_of_copy"] *= 0.5
+    run = tmp_path / "bench_h200.json"
+    run.write_text(json.dumps(data))
+    monkeypatch.setattr(b, "BENCH", run)
+    files, problems = docs.expected()
+    assert problems == []
+    readme = files[ROOT / "README.md"]
+    assert "**47%<!-- h200: gating fast_pct_of_copy @ fp32 E=128 -->**" in readme
+    perf = files[docs.DOCS / "performance.md"]
+    assert "| 128 | fp32 | 554 | 139.1 | 3.98 | **47%** |" in perf
+    assert "**5.00<!-- h200: copy tbps --> TB/s**" in perf
+
+
+def test_the_self_check_answers_on_04_05_06_are_the_kernels(solution):
+    """The figures in self-check questions 10, 11, 12 and 15, recomputed from the kernels' own
+    rules: 04's stages and prune, 05's chunk width, 06's loop bounds and window."""
+    import triton
+
+    text = " ".join((ROOT / "docs" / "self-check.md").read_text().split())
+    # 10: stage 2 at 128 x 64; the second key tile is future for the tile's first 64 rows.
+    block_m, block_n, pid_m = 128, 64, 3
+    rows = range(pid_m * block_m, (pid_m + 1) * block_m)
+    second = range(pid_m * block_m + block_n, pid_m * block_m + 2 * block_n)
+    blind = [r for r in rows if all(k > r for k in second)]
+    assert blind == list(rows[:64]) and all(pid_m * block_m <= r for r in blind)
+    assert "rows `pid_m * 128` to `pid_m * 128 + 63`, the first half of the query tile" in text
+    # 11: the prune drops (64, 128) for causal attention only.
+    configs = [
+        triton.Config({"BLOCK_M": 64, "BLOCK_N": 128}),
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}),
+    ]
+    assert solution("04")._whole_key_tiles(configs, {}, CAUSAL=True) == configs[1:]
+    assert "drops `BLOCK_M = 64`, `BLOCK_N = 128`" in text
+    # 12: at E = 128 a chunk is 32 logits, so experts 5 and 37 share slot 5.
+    assert (
+        "At E = 128 in fp32 a chunk is 32 logits, so experts 5 and 37 both land in slot 5" in text
+    )
+    assert "32 fp32 or 32 bf16 logits at E = 128" in " ".join(
+        (docs.PAGES / f"{catalogue.find('05').stem}.md").read_text().split()
+    )  # the page's figure, which test_05s_chunk_widths_are_the_kernels computes
+    # 15: WINDOW = 5, 16 x 16 tiles, rows 32..47: tiles at 16 and 32; rows 36..47 blind at first.
+    window, first = 5, 32
+    lo = max(first - window + 1, 0) // 16 * 16
+    tiles = list(range(lo, first + 16, 16))
+    blind = [
+        r
+        for r in range(first, first + 16)
+        if all(r - k >= window or k > r for k in range(lo, lo + 16))
+    ]
+    assert tiles == [16, 32] and blind == list(range(36, 48))
+    assert "So it visits the tiles at keys 16 and 32." in text
+    assert "rows 36 to 47 start at key 32 or later and see nothing there" in text
+    assert "Those twelve rows" in text

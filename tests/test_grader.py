@@ -512,6 +512,9 @@ def test_judge_can_fail_every_way():
     assert judge(E(score="zero"), none_passed) == []
     assert judge(E(score="less", traps=("top2-not-masked",), failed=("top2-ties",)), trapped) == []
     assert judge(E(score="less", breaks="top2-mask"), blocked) == []  # blocked is not charged
+    assert judge(E(score="less", passed=("renormalized-random",)), blocked)  # nor paid
+    passes = E(score="less", traps=("top2-not-masked",), passed=("renormalized-random",))
+    assert judge(passes, trapped) == []
     assert judge(E(score="full"), trapped)  # lost points
     assert judge(E(score="zero"), trapped)  # not zero
     assert judge(E(score="less"), full)  # did not lose points
@@ -527,6 +530,29 @@ def test_judge_can_fail_every_way():
     tampered = _result({})
     tampered.score = 10
     assert judge(E(score="full"), tampered)
+
+
+def test_05s_weights_are_judged_on_one_expert_picked_twice():
+    """05's weights check pays for rows-per-program: a token given its top-1 twice has weights
+    1/2 and 1/2 (what the given code computes), and that is judged, not blocked as in 03."""
+    import numpy as np
+
+    from grader.judge import judges
+    from kata import oracles
+
+    spec = specs.load(find("05").stem, "hidden")
+    (check,) = [c for c in spec.checks if c.todo == "rows-per-program"]
+    case = spec.cases[check.cases[0]]
+    judge = judges.make(check.judge, spec.interface)
+    top1 = oracles.softmax(case.inputs["logits"]).argmax(axis=1).astype(np.int32)
+    half = np.full(len(top1), 0.5, np.float32)
+    twice = {"idx0": top1, "idx1": top1, "w0": half, "w1": half}
+    assert judge.evidence(case, twice) is None
+    assert "w0" in judge.evidence(case, {**twice, "w0": half * 0.9})
+    with pytest.raises(judges.Blocked):  # 03's judge waits for two distinct experts
+        judges.WeightsJudge(spec.interface).evidence(case, twice)
+    with pytest.raises(judges.Blocked, match="no token got two valid experts"):
+        judge.evidence(case, {**twice, "idx0": top1 * 0 - 7})
 
 
 @slow
@@ -733,6 +759,76 @@ def test_known_compile_problems_get_advice(needle, tmp_path):
     except RuntimeError as exc:
         message = explain(exc, str(path))
     assert ". Hint: " in message and len(message.split(". Hint: ")[1]) > 20
+
+
+_SMALL_DOT = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def small_dot(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+"""
+
+# Compiles small_dot for the grader's sm_90 target, as the grader does before it runs a file, and
+# prints what the grader would tell the student for each (dtype, K).
+_COMPILE_SMALL_DOTS = """\
+import json, sys
+from kata import runtime
+runtime.configure()  # KATA_DEVICE=compiler: the kernel is made for Triton's compiler
+import torch
+from triton.backends.compiler import GPUTarget
+from grader.judge import errors
+from grader.run import launcher
+sys.path.insert(0, sys.argv[1])
+import small_dot
+said = {}
+for dtype, K in (("float16", 8), ("float16", 16), ("float32", 4), ("float32", 8)):
+    t = getattr(torch, dtype)
+    args = (torch.empty(16, K, dtype=t), torch.empty(K, 16, dtype=t), torch.empty(16, 16, dtype=t))
+    try:
+        launcher._compile_one(small_dot.small_dot, args, {"M": 16, "N": 16, "K": K},
+                              GPUTarget(*launcher.GPU_TARGET), full=False)
+        said[f"{dtype} K={K}"] = None
+    except Exception as exc:
+        said[f"{dtype} K={K}"] = errors.explain(exc, small_dot.__file__)
+print(json.dumps(said))
+"""
+
+
+@slow
+def test_a_small_dot_gets_the_compilers_message_and_its_advice(tmp_path):
+    """The compiler's own words for a tl.dot whose reduction dimension is too small, compiled for
+    sm_90 on this machine (no GPU needed): the advice's needle must match them. Triton 3.6 and
+    3.9 both say "M >= 1, N >= 1 and K >= 16" for 16-bit inputs; 3.9 lets fp32 go down to 8."""
+    (tmp_path / "small_dot.py").write_text(_SMALL_DOT)
+    env = {**os.environ, "KATA_DEVICE": "compiler", "TRITON_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", _COMPILE_SMALL_DOTS, str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = json.loads(proc.stdout.strip().splitlines()[-1])
+    (_, advice), *_ = [(n, h) for n, h in errors.ADVICE if n.startswith("Input shapes")]
+    assert said["float16 K=16"] is None
+    assert "Input shapes should have M >= 1, N >= 1 and K >= 16" in said["float16 K=8"]
+    assert said["float16 K=8"].endswith(f". Hint: {advice}")
+    assert re.search(r"K >= \d+\. Hint: ", said["float32 K=4"])  # 3.9: K >= 8; 3.6: K >= 16
+    assert said["float32 K=4"].endswith(f". Hint: {advice}")
+    import triton
+
+    if tuple(int(x) for x in triton.__version__.split(".")[:2]) >= (3, 9):  # the guide says so
+        assert said["float32 K=8"] is None
+    assert "reduction (K) dimension" in advice
 
 
 def test_gradescope_and_summary_say_an_exercise_was_edited_outside_its_regions(tmp_path):

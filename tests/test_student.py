@@ -147,6 +147,41 @@ def test_hint_without_an_argument_picks_the_exercise_you_are_on(monkeypatch, cap
     assert hints.main([]) == 0 and "No hint needed" in capsys.readouterr().out
 
 
+def test_03s_hints_are_a_ladder_per_todo(monkeypatch, capsys, tmp_path):
+    """A student stuck on renormalize reads its ladder only, none of the top-2 mask's; without
+    a TODO, the hint follows the first TODO the last grade did not pass."""
+    monkeypatch.setattr(hints, "STATE", tmp_path / "hints.json")
+    score = tmp_path / "score.json"
+    monkeypatch.setattr(progress, "REPORTS", (score,))
+    ex = catalogue.find("03")
+    ladders = ex.ladders
+    assert list(ladders) == list(ex.todo_ids) == ["top2-mask", "renormalize"]
+    top2 = " ".join(" ".join(level.split()) for level in ladders["top2-mask"])
+    for level in ladders["renormalize"]:  # no level of one ladder names the other's ideas
+        assert not {"argmax", "-inf", "position", "index"} & set(level.replace(",", " ").split())
+    assert "sum" not in top2 and "renormal" not in top2
+    assert hints.main(["03", "renormalize", "--all"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "TODO(renormalize): level 3 of 3" in out
+    assert all(" ".join(level.split()) in out for level in ladders["renormalize"])
+    assert (
+        ladders["top2-mask"][0].split()[0] not in out.split("level 3 of 3")[1].split("Hints for")[0]
+    )
+    assert "nox -s hint -- 03 top2-mask" in out  # the other ladder, named
+    assert hints.main(["03", "nope"]) == 2 and "top2-mask, renormalize" in capsys.readouterr().out
+    checks = [
+        {"todo": "top2-mask", "status": "passed"},
+        {"todo": "renormalize", "status": "failed"},
+    ]
+    report = {"id": ex.stem, "score": 25, "max_score": 50, "checks": checks}
+    score.write_text(json.dumps({"target": str(catalogue.EXERCISES), "exercises": [report]}))
+    assert hints.main(["03", "--reset"]) == 0
+    out = capsys.readouterr().out
+    assert "(TODO(renormalize): the first TODO below full marks" in out and "level 1 of 3" in out
+    assert hints.main(["03", "top2-mask"]) == 0 and "level 1 of 3" in capsys.readouterr().out
+    assert hints.main(["03"]) == 0 and "level 2 of 3" in capsys.readouterr().out  # its own count
+
+
 def test_nested_uploads_are_found(tmp_path):
     (tmp_path / "__MACOSX" / "x").mkdir(parents=True)
     (tmp_path / "__MACOSX" / "x" / E01.filename).write_text("")

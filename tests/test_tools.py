@@ -79,14 +79,19 @@ def test_hints_never_contain_the_solution_code():
                 answers.append(" ".join(line.split()))
     assert answers
     every_hint = " ".join(
-        " ".join(level.split()) for ex in catalogue.ALL_EXERCISES for level in ex.hints
+        " ".join(level.split())
+        for ex in catalogue.ALL_EXERCISES
+        for ladder in ex.ladders.values()
+        for level in ladder
     )
     for answer in answers:
         assert answer not in every_hint, answer
 
 
 def test_every_exercise_has_hints():
-    assert all(len(ex.hints) >= 2 for ex in catalogue.ALL_EXERCISES)
+    for ex in catalogue.ALL_EXERCISES:
+        assert all(len(levels) >= 2 for levels in ex.ladders.values()), ex.stem
+        assert None in ex.ladders or list(ex.ladders) == list(ex.todo_ids), ex.stem
 
 
 def test_reset_restores_the_skeleton_and_keeps_backups(tmp_path):

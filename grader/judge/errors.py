@@ -56,12 +56,14 @@ def _compilation_line(exc: BaseException, file: str) -> int | None:
     return found
 
 
-# Known causes -> what to do instead (one line, no code). Matched against Triton's messages.
+# Known causes -> what to do instead (one line, no code). Matched against Triton's messages. A
+# small dot reads "Input shapes should have M >= 1, N >= 1 and K >= 16": only K, the reduction
+# dimension, has a floor above 1, and its value depends on the inputs' type and Triton's version.
 # fmt: off
 ADVICE = (
     ("unsupported AST node type: Continue", "`continue` does not compile: bound the loop instead, so it stops at the last tile it needs"),
     ("unsupported AST node type: Break", "`break` does not compile: bound the loop instead, so it stops at the last tile it needs"),
-    ("Input shapes should have M >= 16", "a compiled tl.dot needs every block dimension >= 16: pad the block (e.g. BLOCK_D) up to 16"),
+    ("Input shapes should have M >= ", "a compiled tl.dot's reduction (K) dimension is below the compiler's minimum (16 for 16-bit inputs): pad the block that feeds it (BLOCK_D for q @ k^T, BLOCK_N for p @ v) up to 16"),
     ("equal reduction dimensions", "tl.dot's inner dimensions differ: (M, K) @ (K, N); check which operand needs tl.trans"),
     ("arange's arguments must be of type tl.constexpr", "block sizes must be `tl.constexpr` parameters (tl.arange needs compile-time bounds)"),
 )

@@ -120,6 +120,8 @@ class WeightsJudge(Judge):
     the tokens where it chose two distinct, valid experts; with none, the check is blocked."""
 
     keys = ("w0", "w1")
+    # Why no token could be judged; what a token left out of the judging has.
+    blocked, unjudged = "no token got two distinct, valid experts", "a repeated or invalid expert"
 
     def judged(self, case: Case, got: Output) -> np.ndarray:
         E = case.inputs["logits"].shape[1]
@@ -143,9 +145,7 @@ class WeightsJudge(Judge):
                 return f"{key}: {never}"
         ok = self.judged(case, got)
         if not ok.any():
-            raise Blocked(
-                "cannot be judged until top-2 works: no token got two distinct, valid experts"
-            )
+            raise Blocked(f"cannot be judged until top-2 works: {self.blocked}")
         want = self.expected(case, got)
         for key in self.keys:
             unwritten = got.get(f"{key}.unwritten")
@@ -158,9 +158,23 @@ class WeightsJudge(Judge):
             )
             if problem:
                 skipped = int((~ok).sum())
-                note = f" ({skipped} tokens with a repeated or invalid expert not judged)"
+                note = f" ({skipped} tokens with {self.unjudged} not judged)"
                 return problem + (note if skipped else "")
         return None
+
+
+class ChosenWeightsJudge(WeightsJudge):
+    """05's weights, which given code computes from the two logits the top-2 search picked:
+    judged on every token with valid experts, one expert picked twice included (each weight is
+    then 1/2). Their check pays for the rows-per-program TODO, so a top-2 search still missing
+    its mask must not hold it back."""
+
+    blocked, unjudged = "no token got two valid experts", "an invalid expert"
+
+    def judged(self, case: Case, got: Output) -> np.ndarray:
+        E = case.inputs["logits"].shape[1]
+        i0, i1 = got["idx0"].astype(np.int64), got["idx1"].astype(np.int64)
+        return (i0 >= 0) & (i0 < E) & (i1 >= 0) & (i1 < E)
 
 
 class TwinJudge(Judge):
@@ -189,7 +203,13 @@ class TwinJudge(Judge):
         return None
 
 
-JUDGES = {"output": OutputJudge, "top2": Top2Judge, "weights": WeightsJudge, "twin": TwinJudge}
+JUDGES = {
+    "output": OutputJudge,
+    "top2": Top2Judge,
+    "weights": WeightsJudge,
+    "chosen-weights": ChosenWeightsJudge,
+    "twin": TwinJudge,
+}
 
 
 def make(name: str, interface: Interface) -> Judge:

@@ -3,7 +3,9 @@
 * ``docs/traps.md``: the trap catalogue, one section per trap of ``grader.judge.traps.TRAPS`` (its TODO,
   the checks that can name it, the skeletons that have it, its summary, hint, message and the
   ``why`` prose written into the trap);
-* ``docs/exercises/<stem>.md``: the table of the exercise's public and hidden checks.
+* ``docs/exercises/<stem>.md``: the table of the exercise's public and hidden checks;
+* every H200 figure of the README and the docs, and the bench tables, from one bench run,
+  ``docs/bench_h200.json`` (``kata.authoring.bench_docs``).
 
 Each generated part sits between two markers in the page, so the prose around it stays
 hand-written::
@@ -27,6 +29,7 @@ from pathlib import Path
 from grader import specs
 from grader.judge.traps import TRAPS
 from grader.specs.model import Check, Trap
+from kata.authoring import bench_docs
 from kata.catalogue import ALL_EXERCISES, ROOT, Exercise
 
 DOCS = ROOT / "docs"
@@ -274,7 +277,28 @@ def expected() -> tuple[dict[Path, str], list[str]]:
             files[path] = splice(files.get(path, path.read_text()), name, body, where)
         except MarkerError as exc:
             problems.append(str(exc))
+    _bench_figures(files, problems)
     return files, problems
+
+
+def _bench_figures(files: dict[Path, str], problems: list[str]) -> None:
+    """The H200 figures and tables of every page, rewritten from the bench run."""
+    if not bench_docs.BENCH.is_file():  # a handout has no bench run, and no tags to fill
+        return
+    data = bench_docs.load()
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        if not path.is_file():  # a tree without the README (a scaffolding test's copy)
+            continue
+        text = files.get(path, path.read_text())
+        if "h200" not in text:
+            continue
+        where = str(path.relative_to(ROOT))
+        try:
+            for name in {m["name"] for m in MARKER.finditer(text)} & set(bench_docs.SECTIONS):
+                text = splice(text, name, bench_docs.SECTIONS[name](data), where)
+            files[path] = bench_docs.rewrite_figures(text, data, where)
+        except (MarkerError, bench_docs.FigureError) as exc:
+            problems.append(str(exc))
 
 
 def problems() -> list[str]:

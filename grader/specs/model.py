@@ -107,6 +107,7 @@ class Expect:
     score: str
     traps: tuple[str, ...] = ()  # exactly these trap ids must be named
     failed: tuple[str, ...] = ()  # these checks must have status "failed"
+    passed: tuple[str, ...] = ()  # these checks must pass (blocked is not enough)
     breaks: str | None = None  # its TODO: every check of another TODO must pass (or be blocked)
     integrity: bool | None = False  # it edits given code (None: not judged)
     notes_failed: tuple[str, ...] = ()  # 0-point notes allowed to fail

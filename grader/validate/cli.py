@@ -75,6 +75,9 @@ def judge(
     for check in expect.failed:
         if statuses.get(check) != "failed":
             problems.append(f"check {check} should fail, is {statuses.get(check, 'missing')}")
+    for check in expect.passed:
+        if statuses.get(check) != "passed":
+            problems.append(f"check {check} should pass, is {statuses.get(check, 'missing')}")
     if expect.breaks:
         for c in paid:
             if c.todo != expect.breaks and c.status not in ("passed", "blocked"):

@@ -48,8 +48,10 @@ def _files(notes: list[str], solutions: Path) -> list[str]:
                 problems.append(f"{ex.stem}: its {what} {path.relative_to(ROOT)} is missing")
         if not (solutions / ex.filename).is_file():
             problems.append(f"{ex.stem}: no solution {ex.filename} in {solutions}")
-        if len(ex.hints) < 2:
-            problems.append(f"{ex.stem}: the manifest gives fewer than 2 hints")
+        for todo, levels in ex.ladders.items():
+            if len(levels) < 2:
+                which = f" for TODO {todo}" if todo else ""
+                problems.append(f"{ex.stem}: the manifest gives fewer than 2 hints{which}")
     if solutions != SOLUTIONS:
         notes.append(f"solutions from {solutions}: generation drift is checked against solutions/")
     marked = [
@@ -153,8 +155,12 @@ def _galleries() -> list[str]:
             problems += [f"{v.name}: unknown trap {t}" for t in expect.traps if t not in TRAPS]
             problems += [
                 f"{v.name}: {spec.exercise.stem} has no check {c}"
-                for c in (*expect.failed, *expect.notes_failed)
+                for c in (*expect.failed, *expect.passed, *expect.notes_failed)
                 if c not in check_ids
+            ]
+            problems += [
+                f"{v.name}: check {c} is expected to both pass and fail"
+                for c in set(expect.passed) & set(expect.failed)
             ]
             if expect.breaks and expect.breaks not in spec.exercise.todo_ids:
                 problems.append(f"{v.name}: {spec.exercise.stem} has no TODO {expect.breaks}")

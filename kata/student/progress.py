@@ -56,3 +56,20 @@ def current() -> tuple[Exercise | None, str]:
             return rest[0], f"the first exercise not graded in {where}"
         return None, f"every exercise is at full marks in {where}"
     return ex, f"the first exercise below full marks in {where}"
+
+
+def unfinished_todo(ex: Exercise) -> tuple[str, str]:
+    """(the TODO of ``ex`` a student is on, a line saying how that was decided): the first whose
+    checks did not all pass in the last report, else the first."""
+    last = last_report()
+    entry = None
+    if last is not None:
+        data, path = last
+        entry = next((e for e in data.get("exercises", []) if e["id"] == ex.stem), None)
+    if entry is None:
+        return ex.todos[0].id, f"{ex.stem} not graded yet, so its first TODO"
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    for todo in ex.todos:
+        if any(c["todo"] == todo.id and c["status"] != "passed" for c in entry["checks"]):
+            return todo.id, f"the first TODO below full marks in {where}"
+    return ex.todos[0].id, f"every TODO passes in {where}, so the first"

@@ -134,8 +134,8 @@ GALLERY = [
           on_cuda=Expect(score="zero", integrity=True, error="`continue` does not compile")),
     right("02-chapter-gpu-legal", "the chapter's kernel with the loop bounded instead of "
           "`continue` (as it must be to compile)", file="chapter.py", integrity=True,
-          edits=[("for start in range(0, N, BLOCK_N):", "for start in range(0, tl.minimum(N, max_col), BLOCK_N):"),
-                 ("        if start >= max_col:\n            continue\n", "")],
+          edits=[("for n0 in range(0, N, BLOCK_N):", "for n0 in range(0, tl.minimum(N, max_col), BLOCK_N):"),
+                 ("        if n0 >= max_col:\n            continue\n", "")],
           expect={"notes_failed": ("half-precision-inputs",)}),
 ]
 # fmt: on

@@ -46,13 +46,15 @@ CASES = [
 CHECKS = [
     # The weights come from given code here: a wrong row mapping is what shows in them. They are
     # judged first: until every token gets its own row, the experts a token was given say
-    # nothing about the top-2 search (that check is blocked, not failed). Given code edited out
-    # of exp's range (exp of raw logits) shows in them too: this check, the only judge of the
-    # weights, charges it, so that such a kernel never gets full marks.
+    # nothing about the top-2 search (that check is blocked, not failed). They are judged on the
+    # experts the kernel chose, one expert chosen twice included (1/2 each, as the given code
+    # computes it), so that a missing top-2 mask does not hold back this TODO's points. Given
+    # code edited out of exp's range (exp of raw logits) shows in them too: this check, the only
+    # judge of the weights, charges it, so that such a kernel never gets full marks.
     Check(id="fast-gating-weights", todo="rows-per-program", points=25,
           about="Renormalized weights for every token of every tile",
           cases=("random-1000x64", "random-333x128", "random-77x8", "bf16-200x64", "negative-e6",
-                 "extreme-logits-33x12", "bf16-77x8"), judge="weights"),
+                 "extreme-logits-33x12", "bf16-77x8"), judge="chosen-weights"),
     Check(id="fast-gating-top2", todo="top2-mask", points=25,
           about="Many rows per program, rows not a multiple of a tile, bfloat16, padded E, ties",
           cases=("random-1000x64", "random-333x128", "random-77x8", "bf16-200x64", "negative-e6",
@@ -76,7 +78,8 @@ _W1 = "w1 = e1 / (1.0 + e1)"
 GALLERY = [
     wrong("05-top2-not-masked", "the best slot is picked again, so the top-1 comes back",
           fills={"top2-mask": "rest, rest_idx = t1, i1"}, traps=["top2-not-masked"],
-          breaks="top2-mask", failed=["fast-gating-top2"]),
+          breaks="top2-mask", failed=["fast-gating-top2"],
+          expect={"passed": ("fast-gating-weights",)}),  # the page's "rows only: 25/50"
     wrong("05-highest-index-on-ties", "merges equal logits toward the highest expert index, "
           "between slots and, chunk after chunk, within a slot",
           edits=[("take = (v1 > v0) | ((v1 == v0) & (i1 < i0))",

@@ -22,7 +22,7 @@ CASES = [
 # fmt: off
 CHECKS = [
     Check(id="public-fast-gating-weights", todo="rows-per-program", points=25,
-          about="Many rows per program", cases=("random-300x64",), judge="weights", hidden=False),
+          about="Many rows per program", cases=("random-300x64",), judge="chosen-weights", hidden=False),
     Check(id="public-fast-gating-top2", todo="top2-mask", points=25, about="Many rows per program",
           cases=("random-300x64",), judge="top2", traps=(TOP2_NOT_MASKED,), hidden=False,
           requires="rows-per-program"),

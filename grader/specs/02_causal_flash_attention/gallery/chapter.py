@@ -1,5 +1,6 @@
-"""Causal flash attention, written as the chapter (21.2) writes it: future key tiles skipped
-with `continue` (which only the CPU interpreter accepts), the per-pair mask on the rest."""
+"""The chapter's causal flash attention kernel (21.2), written here from the chapter's
+description: 21.1's loop with the per-pair mask `valid` on every tile it visits, and key tiles
+from `max_col` on skipped with `continue` (which only the CPU interpreter accepts)."""
 
 import math
 
@@ -30,15 +31,15 @@ def flash_attn_causal_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
-    dims = tl.arange(0, BLOCK_D)
+    pid_m = tl.program_id(0)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    d_idx = tl.arange(0, BLOCK_D)
     row_mask = rows < M
-    dim_mask = dims < D
+    d_mask = d_idx < D
 
     q = tl.load(
-        q_ptr + rows[:, None] * stride_qm + dims[None, :] * stride_qd,
-        mask=row_mask[:, None] & dim_mask[None, :],
+        q_ptr + rows[:, None] * stride_qm + d_idx[None, :] * stride_qd,
+        mask=row_mask[:, None] & d_mask[None, :],
         other=0.0,
     )
 
@@ -46,41 +47,41 @@ def flash_attn_causal_kernel(
     l_i = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, BLOCK_D), tl.float32)
 
-    # Keys past this block's last row are in every row's future.
-    max_col = (pid + 1) * BLOCK_M
-    for start in range(0, N, BLOCK_N):
-        if start >= max_col:
+    # Keys from here on are in the future of every row of this block.
+    max_col = (pid_m + 1) * BLOCK_M
+    for n0 in range(0, N, BLOCK_N):
+        if n0 >= max_col:
             continue
-        cols = start + tl.arange(0, BLOCK_N)
+        cols = n0 + tl.arange(0, BLOCK_N)
         col_mask = cols < N
         k = tl.load(
-            k_ptr + cols[:, None] * stride_kn + dims[None, :] * stride_kd,
-            mask=col_mask[:, None] & dim_mask[None, :],
+            k_ptr + cols[:, None] * stride_kn + d_idx[None, :] * stride_kd,
+            mask=col_mask[:, None] & d_mask[None, :],
             other=0.0,
         )
         v = tl.load(
-            v_ptr + cols[:, None] * stride_vn + dims[None, :] * stride_vd,
-            mask=col_mask[:, None] & dim_mask[None, :],
+            v_ptr + cols[:, None] * stride_vn + d_idx[None, :] * stride_vd,
+            mask=col_mask[:, None] & d_mask[None, :],
             other=0.0,
         )
 
-        s = tl.dot(q, tl.trans(k)) * scale
+        scores = tl.dot(q, tl.trans(k)) * scale
         valid = (rows[:, None] >= cols[None, :]) & col_mask[None, :]
-        s = tl.where(valid, s, float("-inf"))
+        scores = tl.where(valid, scores, float("-inf"))
 
-        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_ij = tl.max(scores, 1)
+        m_new = tl.maximum(m_i, m_ij)
         alpha = tl.exp(m_i - m_new)
-        p = tl.exp(s - m_new[:, None])
+        p = tl.exp(scores - m_new[:, None])
         l_i = alpha * l_i + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        acc += tl.dot(p, v)
+        acc = alpha[:, None] * acc + tl.dot(p, v)
         m_i = m_new
 
     out = acc / l_i[:, None]
     tl.store(
-        out_ptr + rows[:, None] * stride_om + dims[None, :] * stride_od,
+        out_ptr + rows[:, None] * stride_om + d_idx[None, :] * stride_od,
         out,
-        mask=row_mask[:, None] & dim_mask[None, :],
+        mask=row_mask[:, None] & d_mask[None, :],
     )
 
 

@@ -1,5 +1,7 @@
-"""MoE top-2 gating, written as the chapter (21.3) writes it: one token per program, softmax,
-max/argmax, the top-1 masked out by position, the two weights renormalized."""
+"""The chapter's MoE top-2 gating kernel (21.3), written here from the chapter's description:
+one token per program, a softmax over its row, max/argmax, the top-1 masked out by position
+(`tl.where(cols == top1_idx, ...)`), max/argmax again, and the two weights divided by their sum
+`total`."""
 
 import torch
 import triton
@@ -18,26 +20,25 @@ def moe_top2_gating_kernel(
     stride_m,
     BLOCK_E: tl.constexpr,
 ):
-    token = tl.program_id(0)
+    row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_E)
     mask = cols < E
-    x = tl.load(logits_ptr + token * stride_m + cols, mask=mask, other=float("-inf"))
+    logits = tl.load(logits_ptr + row * stride_m + cols, mask=mask, other=float("-inf"))
 
-    x = x - tl.max(x, 0)
-    num = tl.exp(x)
-    probs = num / tl.sum(num, 0)
+    p = tl.exp(logits - tl.max(logits, 0))
+    probs = p / tl.sum(p, 0)
 
     top1_val = tl.max(probs, 0)
     top1_idx = tl.argmax(probs, 0)
-    masked = tl.where(cols == top1_idx, float("-inf"), probs)
-    top2_val = tl.max(masked, 0)
-    top2_idx = tl.argmax(masked, 0)
+    probs_masked = tl.where(cols == top1_idx, float("-inf"), probs)
+    top2_val = tl.max(probs_masked, 0)
+    top2_idx = tl.argmax(probs_masked, 0)
 
-    denom = top1_val + top2_val
-    tl.store(weight0_ptr + token, top1_val / denom)
-    tl.store(weight1_ptr + token, top2_val / denom)
-    tl.store(idx0_ptr + token, top1_idx)
-    tl.store(idx1_ptr + token, top2_idx)
+    total = top1_val + top2_val
+    tl.store(weight0_ptr + row, top1_val / total)
+    tl.store(weight1_ptr + row, top2_val / total)
+    tl.store(idx0_ptr + row, top1_idx)
+    tl.store(idx1_ptr + row, top2_idx)
 
 
 def moe_top2_gating(logits):

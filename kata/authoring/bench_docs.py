@@ -1,0 +1,291 @@
+"""The H200 figures the docs quote, from one bench run: ``docs/bench_h200.json``.
+
+Every figure from that run carries a tag right after it, saying what it is:
+
+    **0.94-0.97x<!-- h200: attention fast_vs_sdpa @ bf16 D=64 S>=4096 -->** torch SDPA
+
+``attention`` and ``gating`` select rows of the run (after ``@``: ``bf16``, ``fp16``, ``fp32``,
+``causal``, ``non-causal``, ``KEY=V``, ``KEY=V1,V2``, ``KEY>=V``, ``KEY<=V``; no ``|``, which
+would split a table's cell) and a field of them, a key of the JSON or a derived one
+(``_derived``), or several separated by commas; the figure is the range of the values, or their
+``min``/``max`` with that word first. ``copy FIELD``, ``chapter FIELD`` (the chapter's 01 kernel,
+timed for scale) and ``run PATH`` (``versions.torch``, ``gpu_state_after.clocks.sm``) read one
+value. The figure keeps the form it has in the page: its decimals, its suffix, a range or a
+single number. The attention and gating tables of performance.md and 07's table are whole
+generated sections.
+
+``python -m grader.specs.docs`` (``nox -s generate``) rewrites every tagged figure and section
+from the JSON, so that a new bench run replaces them all; ``problems()`` reports drift. The
+words around the figures stay hand-written: reread them after a new run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from functools import cache
+from pathlib import Path
+
+from kata.catalogue import ROOT
+
+BENCH = ROOT / "docs" / "bench_h200.json"
+
+TAG = re.compile(r"(?P<figure>[^\s*(<>`]+)<!-- h200: (?P<query>[^\n]+?) -->")
+NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?")
+DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+class FigureError(ValueError):
+    """A tag names no data, or its figure cannot hold what the data says."""
+
+
+@cache
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def load(path: Path | None = None) -> dict:
+    return _load(path or BENCH)
+
+
+# ---- what a tag asks for ---------------------------------------------------------------------
+
+
+def _derived(data: dict) -> dict:
+    """Fields computed from a row (and the run's copy bandwidth)."""
+    copy = data["copy"]["tbps"]
+    return {
+        # attention
+        "fa3_over_fast_pct": lambda r: (r["fa3_tflops"] / r["fast_tflops"] - 1) * 100,
+        "fast_behind_sdpa_pct": lambda r: (1 - r["fast_vs_sdpa"]) * 100,
+        "fast_vs_naive": lambda r: r["naive_ms"] / r["fast_ms"],
+        "fast_spread_pct": lambda r: r["fast_spread"] * 100,
+        "fa3_spread_pct": lambda r: r["fa3_spread"] * 100,
+        "sdpa_spread_pct": lambda r: r["sdpa_spread"] * 100,
+        # gating
+        "fast_us": lambda r: r["fast_ms"] * 1000,
+        "floor_ms": lambda r: r["mb_moved"] / (copy * 1000),
+        "indices_agree_pct": lambda r: r["indices_agree_with_torch"] * 100,
+        "top2_agree_pct": lambda r: r["top2_values_agree"] * 100,
+        # copy
+        "spread_pct": lambda r: r["spread"] * 100,
+    }
+
+
+def _matches(row: dict, word: str) -> bool:
+    if word in DTYPES:
+        return row.get("dtype") == DTYPES[word]
+    if word in ("causal", "non-causal"):
+        return row.get("causal") is (word == "causal")
+    m = re.fullmatch(r"(\w+)(>=|<=|=)([\w.,]+)", word)
+    if not m:
+        raise FigureError(f"unknown filter {word!r}")
+    key, op, value = m.groups()
+    if key not in row:
+        return False
+    if op == "=":
+        return str(row[key]) in value.split(",")
+    return row[key] >= float(value) if op == ">=" else row[key] <= float(value)
+
+
+def values(data: dict, query: str) -> list:
+    """What a tag's query selects: one value or several (a range)."""
+    head, _, filters = query.partition("@")
+    words = head.split()
+    op = words.pop(0) if words and words[0] in ("min", "max") else None
+    if len(words) != 2:
+        raise FigureError(f"{query!r}: expected '[min|max] TABLE FIELD @ FILTERS'")
+    table, field = words
+    derived = _derived(data)
+    if table == "run":
+        return [_path(data, field, query)]
+    if table == "copy":
+        rows = [data["copy"]]
+    elif table == "chapter":
+        rows = [r for r in data["attention"] if "kernel" in r]
+    elif table in ("attention", "gating"):
+        rows = [r for r in data[table] if "kernel" not in r]
+    else:
+        raise FigureError(f"{query!r}: no table {table!r}")
+    rows = [r for r in rows if all(_matches(r, w) for w in filters.split())]
+    found = []
+    for name in field.split(","):  # several fields: the range over all of them
+        get = derived.get(name) or (lambda r, name=name: r[name])
+        for r in rows:
+            try:
+                found.append(get(r))
+            except (KeyError, TypeError):  # a row that did not time this (naive at S = 16384)
+                continue
+    if not found:
+        raise FigureError(f"{query!r}: no row matches, or none has {field!r}")
+    if op:
+        return [min(found) if op == "min" else max(found)]
+    return found
+
+
+def _path(data: dict, path: str, query: str):
+    """``gpu_state_after.clocks.max.sm``: a value of the run, whose keys may hold dots."""
+    value, parts = data, path.split(".")
+    while parts:
+        for n in range(len(parts), 0, -1):
+            key = ".".join(parts[:n])
+            if isinstance(value, dict) and key in value:
+                value, parts = value[key], parts[n:]
+                break
+        else:
+            raise FigureError(f"{query!r}: the run has no {path}")
+    return value
+
+
+# ---- writing a figure in the form the page gives it ---------------------------------------------
+
+
+def _fmt(value: float, like: str) -> str:
+    """``value`` written like the number ``like``: as many decimals, or in its e-notation."""
+    if "e" in like:
+        mantissa, _, _ = like.partition("e")
+        decimals = len(mantissa.partition(".")[2])
+        exp = math.floor(math.log10(abs(value))) if value else 0
+        m = round(value / 10**exp, decimals)
+        if abs(m) >= 10:
+            m, exp = m / 10, exp + 1
+        return f"{m:.{decimals}f}e{exp}"
+    decimals = len(like.partition(".")[2])
+    return f"{value:.{decimals}f}"
+
+
+def render(figure: str, found: list) -> str:
+    """``figure`` rewritten to state ``found``: the same prefix, suffix and decimals; a range
+    'lo-hi' when the values differ at the figure's precision, else a single number."""
+    if any(isinstance(v, str) for v in found):
+        if len(found) != 1:
+            raise FigureError(f"{figure!r}: several texts for one figure")
+        number = NUMBER.search(found[0])
+        if not NUMBER.fullmatch(figure) or not number:  # a version, a driver: the text itself
+            return found[0]
+        found = [float(number.group())]  # "700.00 W" quoted as a number, 700
+    numbers = list(NUMBER.finditer(figure))
+    if not numbers or len(numbers) > 2:
+        raise FigureError(f"{figure!r} is not a number or a range")
+    prefix, suffix = figure[: numbers[0].start()], figure[numbers[-1].end() :]
+    lo_like = numbers[0].group()
+    hi_like = numbers[-1].group()
+    if len(numbers) == 2 and figure[numbers[0].end() : numbers[1].start()] != "-":
+        raise FigureError(f"{figure!r}: a range is written 'lo-hi'")
+    lo, hi = _fmt(min(found), lo_like), _fmt(max(found), hi_like)
+    if lo == _fmt(max(found), lo_like):
+        return prefix + lo + suffix
+    if len(numbers) == 1:
+        raise FigureError(f"{figure!r} is one number; the run gives {lo} to {hi}: write a range")
+    return f"{prefix}{lo}-{hi}{suffix}"
+
+
+def rewrite_figures(text: str, data: dict, where: str = "page") -> str:
+    def one(m: re.Match) -> str:
+        try:
+            new = render(m["figure"], values(data, m["query"]))
+        except FigureError as exc:
+            raise FigureError(f"{where}: {exc}") from None
+        return m.group().replace(m["figure"], new, 1)
+
+    return TAG.sub(one, text)
+
+
+# ---- the generated tables ------------------------------------------------------------------
+
+
+def _x(v: float) -> str:
+    return f"{v:.2f}x"
+
+
+def _pct(v: float, decimals: int = 1) -> str:
+    return f"{v * 100:.{decimals}f}%"
+
+
+def attention_table(data: dict) -> str:
+    head = (
+        "| dtype | D | S | B x H | causal | 04 TFLOP/s | 07 TFLOP/s | SDPA default | cuDNN | flash "
+        "| efficient | **04 / default** | 04 / cuDNN | 04 / flash | **07 / default** | 07 / cuDNN "
+        "| 04 spread | 07 spread | default spread | naive | 04 max err | 07 max err |"
+    )
+    lines = [head, "|" + "---|" * head.count(" |")]
+    dtype = {v: k for k, v in DTYPES.items()}
+    for r in data["attention"]:
+        if "kernel" in r:
+            continue
+        naive = f"{r['naive_tflops']:.0f}" if r.get("naive_tflops") else "-"
+        cells = [
+            dtype[r["dtype"]],
+            r["D"],
+            r["S"],
+            f"{r['B']} x {r['H']}",
+            "yes" if r["causal"] else "no",
+            *(f"{r[k]:.0f}" for k in ("fast_tflops", "fa3_tflops", "sdpa_tflops")),
+            *(f"{r[k]:.0f}" for k in ("sdpa_cudnn_tflops", "sdpa_flash_tflops")),
+            f"{r['sdpa_efficient_tflops']:.0f}",
+            f"**{_x(r['fast_vs_sdpa'])}**",
+            _x(r["fast_vs_sdpa_cudnn"]),
+            _x(r["fast_vs_sdpa_flash"]),
+            f"**{_x(r['fa3_vs_sdpa'])}**",
+            _x(r["fa3_vs_sdpa_cudnn"]),
+            *(_pct(r[k]) for k in ("fast_spread", "fa3_spread", "sdpa_spread")),
+            naive,
+            f"{r['fast_max_err_vs_fp32']:.1e}",
+            f"{r['fa3_max_err_vs_fp32']:.1e}",
+        ]
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def gating_table(data: dict) -> str:
+    head = (
+        "| E | dtype | MB moved | 05 us | 05 TB/s | **% of copy** | 05 spread | 03 (chapter) ms "
+        "| torch ms | **05 vs torch** | 05 vs 03 | top-2 values right | max weight err "
+        "| indices = torch's |"
+    )
+    lines = [head, "|" + "---|" * head.count(" |")]
+    dtype = {v: k for k, v in DTYPES.items()}
+    for r in data["gating"]:
+        agree = r["indices_agree_with_torch"] * 100
+        cells = [
+            r["E"],
+            dtype[r["dtype"]],
+            f"{r['mb_moved']:.0f}",
+            f"{r['fast_ms'] * 1000:.1f}",
+            f"{r['fast_tbps']:.2f}",
+            f"**{r['fast_pct_of_copy']:.0f}%**",
+            _pct(r["fast_spread"]),
+            f"{r['chapter_ms']:.3f}",
+            f"{r['torch_ms']:.3f}",
+            f"**{r['speedup_vs_torch']:.0f}x**",
+            f"{r['speedup_vs_chapter']:.1f}x",
+            f"{r['top2_values_agree'] * 100:.0f}%",
+            f"{r['max_weight_err_vs_fp64']:.1e}",
+            "100%" if agree == 100 else f"{agree:.2f}%",
+        ]
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def fa3_table(data: dict) -> str:
+    """07's page: bf16 at S >= 4096, 07 against 04 and SDPA's default."""
+    lines = [
+        "| D | S | causal | 07 TFLOP/s | 04 TFLOP/s | SDPA default (cuDNN) | **07 / cuDNN default** |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in data["attention"]:
+        if "kernel" in r or r["dtype"] != "bfloat16" or r["S"] < 4096:
+            continue
+        lines.append(
+            f"| {r['D']} | {r['S']} | {'yes' if r['causal'] else 'no'} | {r['fa3_tflops']:.0f} "
+            f"| {r['fast_tflops']:.0f} | {r['sdpa_tflops']:.0f} | {_x(r['fa3_vs_sdpa'])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+SECTIONS = {
+    "h200-attention": attention_table,
+    "h200-gating": gating_table,
+    "h200-fa3": fa3_table,
+}
