@@ -12,8 +12,15 @@ import sys
 import time
 from pathlib import Path
 
+from grader.run import process
 from kata import commands
 from kata.catalogue import ALL_EXERCISES, EXERCISES, ROOT, TRACKS, find
+
+# What a kernel that never finishes costs, measured (docs/instructors.md#timings).
+ENDLESS_LOOP = (
+    "A kernel that never finishes is stopped and reported with the line it was on: on a 2-core "
+    "CPU, 61 s after the grading starts, a 'still running' line every 15 s meanwhile."
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,7 +61,17 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="where kernels run (default: auto, CUDA when torch sees a GPU)",
     )
-    p.add_argument("--timeout", type=float, help="seconds per exercise for the submission")
+    limits = process.TIME_LIMITS
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="seconds one exercise may take, the compile for the GPU included; 0: no limit "
+        f"(default: {limits[('interpreter', 'core')]:.0f} in the interpreter, "
+        f"{limits[('cuda', 'core')]:.0f} on a GPU; the performance track "
+        f"{limits[('interpreter', 'performance')]:.0f} and {limits[('cuda', 'performance')]:.0f}). "
+        f"{ENDLESS_LOOP}",
+    )
     p.add_argument("--jobs", type=int, help="exercises graded at once")
     p.add_argument(
         "--checks",
@@ -91,7 +108,10 @@ def fail(message: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.timeout is not None and not args.timeout >= 0:
+        parser.error(f"--timeout {args.timeout:g}: give seconds (a number > 0), or 0 for no limit")
     try:
         named = {find(name) for name in args.exercises}
     except KeyError as exc:
@@ -143,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         return fail(str(exc))
     process.contain()  # whatever a submission starts comes back here, to be killed
     printer = Printer(quiet=args.quiet, advice=not args.no_advice)
-    printer.start(target, runtime.describe(), chosen)
+    limits = {ex.stem: runner.time_limit(runtime.BACKEND, ex, args.timeout) for ex in chosen}
+    printer.start(target, runtime.describe(), chosen, limits)
     start = time.monotonic()
     results = runner.grade(
         chosen,

@@ -854,3 +854,85 @@ def test_a_lock_that_cannot_be_opened_does_not_stop_grading(tmp_path, monkeypatc
     with timing.gpu_shared():
         pass
     assert (tmp_path / "gpu.lock").stat().st_mode & 0o777 == 0o666
+
+
+# ---- a kernel that never finishes --------------------------------------------------------------
+
+
+def test_still_running_lines_tick_until_the_exercise_is_done():
+    import io
+
+    from grader.report.records import Report
+    from grader.report.summary import Printer, ticks
+
+    # The default limit's first line comes within 10 s, a short limit's well before it ends.
+    assert ticks(runner.default_timeout("interpreter", find("01")))[0] <= 9
+    assert ticks(None)[0] <= 9 and ticks(2.5) == (1.0, 1.0)
+    out = io.StringIO()
+    printer = Printer(stream=out)
+    ex = find("01")
+    printer.start(Path("t"), "interpreter: cpu", [ex], {ex.stem: 2.5})
+    printer.exercise_started(ex)
+    time.sleep(2.3)
+    printer.exercise_done(_result({}, ex.stem))
+    time.sleep(1.2)  # no line once it is done
+    empty = Report(target="t", device="d", versions={}, exercises=[], duration_s=0.0)
+    printer.finish(empty, Path("r.json"), None)
+    lines = [ln for ln in out.getvalue().splitlines() if "still running" in ln]
+    assert [ln.strip() for ln in lines] == [
+        f"... {ex.stem}: still running (1 s of 2 s)",
+        f"... {ex.stem}: still running (2 s of 2 s)",
+    ], out.getvalue()
+
+
+def test_exercise_blocks_print_in_the_order_asked_whichever_finishes_first():
+    import io
+
+    from grader.report.summary import Printer
+
+    out = io.StringIO()
+    printer = Printer(stream=out)
+    exercises = [find("01"), find("03")]
+    printer.start(Path("t"), "interpreter: cpu", exercises)
+    printer.exercise_done(_result({}, STEM["03"]))
+    assert STEM["03"] not in out.getvalue().split("Grading")[1]  # held until 01 is done
+    printer.exercise_done(_result({}, STEM["01"]))
+    text = out.getvalue()
+    assert text.index(f"{STEM['01']}  ") < text.index(f"{STEM['03']}  ")
+
+
+@slow
+def test_an_endless_loop_ticks_and_says_its_reason_once(tmp_path):
+    """With a short limit: a "still running" line well before the limit, one reason for the
+    exercise (its checks do not repeat it), and the reason in the page's paid rows."""
+    folder = tmp_path / "target"
+    folder.mkdir()
+    text = solution_text("01").replace(
+        "    for n0 in range(0, N, BLOCK_N):\n", "    n0 = 0\n    while n0 < N:\n"
+    )
+    (folder / f"{STEM['01']}.py").write_text(text)
+    report = tmp_path / "out" / "score.json"
+    cmd = [sys.executable, "-m", "grader", "01", "--target", str(folder), "--report", str(report)]
+    proc = subprocess.Popen(
+        [*cmd, "--timeout", "8", "--device", os.environ.get("KATA_TEST_DEVICE", "auto")],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    start, lines = time.monotonic(), []
+    for line in proc.stdout:
+        lines.append((time.monotonic() - start, line.rstrip()))
+    assert proc.wait(timeout=120) == 0
+    console = "\n".join(line for _, line in lines)
+    ticking = [t for t, line in lines if f"{STEM['01']}: still running (" in line]
+    assert ticking and ticking[0] < 10, console
+    assert "of 8 s)" in console
+    block = console.split("\n\n")[1]
+    assert " ".join(block.split()).count("was stopped after 8 s") == 1, console
+    got = json.loads(report.read_text())["exercises"][0]
+    assert got["error"].startswith("the submission's process was stopped after 8 s")
+    assert {c["message"] for c in got["checks"]} == {got["error"]}
+    page = report.with_suffix(".html").read_text()
+    assert page.count("not judged: the reason is above the table") == len(got["checks"])
+    assert "data-note=" not in page  # the notes did not run either: not shown as their problem

@@ -10,6 +10,7 @@ import os
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 from grader.judge.traps import TRAPS
@@ -20,6 +21,15 @@ from kata.catalogue import EXERCISES
 WIDTH = 80  # in a pipe or file; a terminal gets its own width (kata.terminal)
 MARKS = {"passed": "PASS", "failed": "FAIL", "blocked": "WAIT", "error": "ERR "}
 COLOURS = {"passed": "32", "failed": "31", "blocked": "33", "error": "33"}
+
+
+def ticks(limit: float | None) -> tuple[float, float]:
+    """(seconds to the first "still running" line, then between lines) under a time limit
+    (None: no limit): the first within 9 s, so that a hang never looks like a dead terminal,
+    and several before a short limit ends."""
+    if not limit:
+        return 9.0, 15.0
+    return min(9.0, 0.4 * limit), min(15.0, 0.4 * limit)
 
 
 def one_line(text: str, width: int) -> str:
@@ -33,6 +43,11 @@ class Printer:
         self.colour = stream.isatty() and not os.environ.get("NO_COLOR")
         self.width = terminal.width() if stream.isatty() else WIDTH
         self._lock = threading.RLock()
+        self._order: list[str] = []  # the exercises' blocks print in this order
+        self._done: dict[str, ExerciseResult] = {}
+        self._limits: dict[str, float | None] = {}
+        self._running: dict[str, list[float]] = {}  # stem -> [start, next tick]
+        self._stop = threading.Event()
 
     def _paint(self, text: str, status: str) -> str:
         return f"\033[{COLOURS[status]}m{text}\033[0m" if self.colour else text
@@ -47,17 +62,47 @@ class Printer:
         for line in textwrap.wrap(text, self.width - indent, break_on_hyphens=False):
             self._print(" " * indent + line)
 
-    def start(self, target: Path, device: str, exercises) -> None:
+    def start(self, target: Path, device: str, exercises, limits: dict | None = None) -> None:
+        """``limits``: each exercise's time limit in seconds (None: none), by stem, for the
+        "still running" lines."""
+        self._order = [ex.stem for ex in exercises]
+        self._limits = dict(limits or {})
         self._print(f"Grading {len(exercises)} exercise(s) in {target} on {device}")
+        if not self.quiet:
+            threading.Thread(target=self._ticker, name="kata-progress", daemon=True).start()
 
     def exercise_started(self, ex) -> None:
         """Progress: graded exercises run at once; say which are under way."""
+        with self._lock:
+            now = time.monotonic()
+            self._running[ex.stem] = [now, now + ticks(self._limits.get(ex.stem))[0]]
         self._print(f"  ... {ex.stem}: running its kernel on the checks' inputs")
 
+    def _ticker(self) -> None:
+        """A line for each exercise still running, now and then: a kernel that never finishes
+        would otherwise leave the terminal silent until its time limit."""
+        while not self._stop.wait(0.25):
+            now = time.monotonic()
+            with self._lock:
+                for stem, times in self._running.items():
+                    if now < times[1]:
+                        continue
+                    limit = self._limits.get(stem)
+                    times[1] = now + ticks(limit)[1]
+                    of = f" of {limit:.0f} s" if limit else ", no time limit"
+                    self._print(f"  ... {stem}: still running ({now - times[0]:.0f} s{of})")
+
     def exercise_done(self, ex: ExerciseResult) -> None:
-        """Every check of one exercise; a trap's explanation only the first time it appears."""
+        """Every check of one exercise; a trap's explanation only the first time it appears.
+        Blocks print in the order the exercises were given, whichever finishes first."""
         with self._lock:  # one exercise's block is never split by another's
-            self._exercise_block(ex)
+            self._running.pop(ex.id, None)
+            if ex.id not in self._order:
+                self._exercise_block(ex)
+                return
+            self._done[ex.id] = ex
+            while self._order and self._order[0] in self._done:
+                self._exercise_block(self._done.pop(self._order.pop(0)))
 
     def _exercise_block(self, ex: ExerciseResult) -> None:
         self._print()
@@ -138,6 +183,7 @@ class Printer:
     def finish(
         self, report: Report, path: Path, gradescope: Path | None, html: Path | None = None
     ) -> None:
+        self._stop.set()
         if self.quiet:
             print(f"{report.score}/{report.max_score}", file=self.stream)
             return
