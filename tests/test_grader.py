@@ -37,7 +37,7 @@ from grader.run import runner
 from grader.specs import model
 from grader.validate import cli as validate
 from grader.validate import gallery, static
-from kata import runtime, skeletons
+from kata import regions, runtime, skeletons
 from kata.catalogue import ALL_EXERCISES, EXERCISE_LIST, ROOT, SOLUTIONS, find
 
 STEM = {ex.number: ex.stem for ex in EXERCISE_LIST}
@@ -232,7 +232,7 @@ def assert_complete(report: dict, numbers: list[str]) -> None:
 def test_the_schema_refuses_what_the_grader_never_writes():
     """The schema is a contract that can fail: a few reports it must refuse."""
     good = {
-        "schema_version": "3.0",
+        "schema_version": "3.1",
         "target": "t",
         "device": "interpreter: cpu",
         "versions": {"python": "3", "torch": "2", "triton": "3"},
@@ -405,9 +405,44 @@ def test_fill_writes_code_into_the_regions_at_their_indentation():
     lines = text.splitlines()
     (hi,) = [n for n, line in enumerate(lines) if line.strip() == "hi = 7"]
     assert lines[hi] == "    hi = 7"  # the region's own indentation
-    a = lines.index("        a = 1")  # an empty region takes the indentation of the line above
+    a = lines.index("        a = 1")  # the mask's region: its one line became two
     assert lines[a + 1] == "        b = 2" and lines[a - 1].strip().startswith("#")
-    assert len(lines) == len(sk.text.splitlines()) + 2
+    assert len(lines) == len(sk.text.splitlines()) + 1
+    sk = skeletons.pristine(find("04").stem)  # its diagonal stage's region is empty
+    (empty,) = [r for r in sk.regions if r.end < r.start]
+    lines = gallery.fill(sk, {empty.todo: "a = 1"}).splitlines()
+    above = sk.text.splitlines()[empty.start - 2]
+    indent = above[: len(above) - len(above.lstrip())]
+    assert lines[empty.start - 1] == f"{indent}a = 1"  # the indentation of the line above
+
+
+def test_a_todo_that_names_a_variable_has_a_line_assigning_it_in_its_region():
+    """The static check that keeps a student's natural edit inside the regions: a TODO saying
+    "add that condition to `visible`" under a `visible = ...` line left outside its region (02
+    before issue 20) is refused; the same line moved into the region passes."""
+    outside = regions.skeleton(
+        "def k(x):\n"
+        "    visible = x > 0\n"
+        "    # TODO(mask): add the other condition to `visible`.\n"
+        "    # BEGIN SOLUTION\n"
+        "    visible = visible & (x < 9)\n"
+        "    # END SOLUTION\n"
+        "    return visible\n"
+    )
+    (problem,) = static.names_outside_regions(outside)
+    assert "TODO(mask)" in problem and "`visible`, assigned at line(s) 2" in problem
+    inside = regions.skeleton(
+        "def k(x):\n"
+        "    # TODO(mask): add the other condition to `visible`.\n"
+        "    # BEGIN SOLUTION\n"
+        "    visible = (x > 0) & (x < 9)\n"
+        "    # END SOLUTION\n"
+        "    # BEGIN SKELETON\n"
+        "    # visible = x > 0\n"
+        "    # END SKELETON\n"
+        "    return visible\n"
+    )
+    assert static.names_outside_regions(inside) == []
 
 
 def test_integrity_sees_edits_outside_the_regions_only():
@@ -743,7 +778,14 @@ def test_gradescope_and_summary_say_an_exercise_was_edited_outside_its_regions(t
     from grader.report.summary import Printer
 
     ex = _result({})
-    ex.integrity = {"ok": False, "lines": [58, 59], "diff": "-a\n+b", "strict_zeroed": True}
+    ex.integrity = {
+        "ok": False,
+        "lines": [58, 59],
+        "edited": [60, 61],
+        "regions": {"top2-mask": [[62, 62]], "renormalize": [[68, 70]]},
+        "diff": "-a\n+b",
+        "strict_zeroed": True,
+    }
     report = Report(
         target="t",
         device="interpreter: cpu",
@@ -752,15 +794,15 @@ def test_gradescope_and_summary_say_an_exercise_was_edited_outside_its_regions(t
         duration_s=1.0,
         strict=True,
     )
-    assert (
-        "changed outside its TODO regions (scored 0: strict grading), skeleton line(s) 58, 59"
-        in gradescope.results(report)["output"]
+    said = (
+        f"edited given code outside its TODO regions, at line(s) 60, 61 of {STEM['03']}.py "
+        "(skeleton line(s) 58, 59); write inside the regions: TODO(top2-mask) is line(s) 62; "
+        "TODO(renormalize) is line(s) 68-70; scored 0 (strict grading)"
     )
+    assert said in gradescope.results(report)["output"]
     out = io.StringIO()
     Printer(stream=out).exercise_done(ex)
-    assert "edited outside its TODO regions (skeleton line(s) 58, 59)" in " ".join(
-        out.getvalue().split()
-    )
+    assert said in " ".join(out.getvalue().split())
 
 
 # ---- the FA3 showcase (07): graded as right or wrong by 04's checks ----------------------------

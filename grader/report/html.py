@@ -20,7 +20,7 @@ import jinja2
 from grader.judge.traps import TRAPS
 from grader.report import cards as cards_text
 from grader.report import svg
-from grader.report.records import CheckResult, ExerciseResult, Report
+from grader.report.records import CheckResult, ExerciseResult, Report, edits_outside
 from kata import commands, interfaces
 from kata.catalogue import find
 
@@ -171,6 +171,7 @@ def render(report: Report) -> str:
                 ],
                 "cards": cards(ex),
                 "notes": own_notes(ex),
+                "edits": edits_outside(ex) if ex.integrity and not ex.integrity["ok"] else "",
             }
         )
     return (

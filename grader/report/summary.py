@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from grader.judge.traps import TRAPS
-from grader.report.records import ExerciseResult, Report, zeroed
+from grader.report.records import ExerciseResult, Report, edits_outside
 from kata import commands, terminal
 from kata.catalogue import EXERCISES
 
@@ -131,14 +131,7 @@ class Printer:
             said.add(c.message)  # identical messages are said once per exercise
             self._wrapped(c.message, 9)
         if ex.integrity and not ex.integrity["ok"]:
-            why = zeroed(ex.integrity)
-            shown = f": scored 0 ({why})" if why else ""
-            lines = ", ".join(map(str, ex.integrity["lines"][:8]))
-            self._wrapped(
-                f"! edited outside its TODO regions (skeleton line(s) {lines}){shown}; "
-                "the report's integrity entry has the diff",
-                2,
-            )
+            self._wrapped(f"! {edits_outside(ex)} (the report's integrity entry has the diff)", 2)
         for warning in ex.warnings:
             self._wrapped(f"! {warning}", 2)
 

@@ -444,6 +444,8 @@ def grade_exercise(
     integrity = {
         "ok": found.ok,
         "lines": found.lines,
+        "edited": found.edited,
+        "regions": found.regions,
         "diff": found.diff,
         "strict_zeroed": False,
         "contract_zeroed": False,
