@@ -131,16 +131,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         target = found
 
-    missing = [
-        m
-        for m in ("torch", "triton", "numpy", "pytest", "pytest_jsonreport")
-        if importlib.util.find_spec(m) is None
-    ]
+    # module -> the package pip installs it from
+    needed = {n: n for n in ("torch", "triton", "numpy", "pytest")}
+    needed["pytest_jsonreport"] = "pytest-json-report"
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
-        return fail(
-            f"missing Python packages: {', '.join(missing)} "
-            f"(`{commands.nox('grade')}` installs them)"
-        )
+        packages = [needed[m] for m in missing]
+        return fail(f"missing Python packages: {', '.join(missing)} ({commands.install(packages)})")
 
     from kata import runtime
 

@@ -298,3 +298,79 @@ def test_a_new_exercise_passes_the_static_checks_at_once(tmp_path):
     assert proc.returncode == 0 and "static checks: OK" in proc.stdout, proc.stdout + proc.stderr
     again = subprocess.run(new, cwd=tree, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "number 10 is taken" in again.stderr
+
+
+def _nox_program() -> str | None:
+    """The nox that runs these tests (the noxfile says how it was started), or the README's."""
+    given = os.environ.get("KATA_NOX", "").strip()
+    if given:
+        path = Path(given) if Path(given).is_absolute() else ROOT / given
+        if path.exists():
+            return str(path)
+        return shutil.which(given)
+    local = ROOT / ".venv" / "bin" / "nox"
+    return str(local) if local.exists() else shutil.which("nox")
+
+
+@slow
+@e2e
+def test_the_instructor_guides_gradescope_recipe_works_as_typed(tmp_path):
+    """docs/instructors.md's "try the bundle locally", line by line as printed (its /tmp/agr
+    moved under tmp_path): a fresh virtual environment, setup.sh, run_autograder, a score of
+    100 for the reference solutions. torch comes from pip's own configuration here
+    (TORCH_INDEX_URL empty), so that a machine with a local mirror needs no network for it."""
+    nox = _nox_program()
+    if nox is None:
+        pytest.skip("no nox to run `nox -s autograder` with")
+    guide = (ROOT / "docs" / "instructors.md").read_text()
+    block = guide.split("Try the bundle locally", 1)[1].split("```\n", 2)[1]
+    assert block.startswith("nox -s autograder\n") and "run_autograder" in block
+    script = block.replace("/tmp/agr", str(tmp_path / "agr"))
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "nox").symlink_to(nox)
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME", "KATA_NOX")
+    }
+    env.update(
+        PATH=f"{shim}{os.pathsep}{env['PATH']}",
+        PYTHONPATH=outside_path(),
+        TORCH_INDEX_URL="",
+    )
+    proc = subprocess.run(
+        ["bash", "-e", "-c", script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert '"score": 100' in proc.stdout, proc.stdout[-3000:]
+    results = json.loads((tmp_path / "agr" / "results" / "results.json").read_text())
+    assert results["score"] == 100 and len(results["tests"]) > 10
+
+
+def test_the_bundles_missing_package_message_says_to_run_its_setup(tmp_path):
+    """The grader in the Gradescope bundle, run by a Python without torch: the message names
+    the bundle's setup.sh, not a nox session the bundle does not have."""
+    root = tmp_path / "agr"
+    zipfile.ZipFile(autograder(tmp_path / "a.zip")).extractall(root / "source")
+    (root / "submission").mkdir()
+    env = {**os.environ, "PYTHONPATH": "", "PYTHONNOUSERSITE": "1"}
+    # -S: no site packages at all, so torch is missing whatever this machine has installed.
+    proc = subprocess.run(
+        [sys.executable, "-S", "-m", "grader.run.autograder", "--root", str(root)],
+        cwd=root / "source",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "missing Python packages: torch" in proc.stderr, proc.stderr
+    assert f"bash {root / 'source' / 'setup.sh'}` installs them" in proc.stderr
+    assert "nox" not in proc.stderr
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert results["score"] == 0 and "could not grade" in results["output"]
