@@ -119,17 +119,25 @@ def main(argv: list[str] | None = None) -> int:
     # Catalogue order, each once: `02 2` must not grade (and count) exercise 02 twice.
     chosen = [ex for ex in ALL_EXERCISES if ex in named] or list(TRACKS[args.track])
     target = args.target.resolve()
-    if not target.is_dir():
+    if not target.exists():
         return fail(f"target folder {args.target} does not exist")
     from grader.run import discover
 
-    found = discover.exercise_folder(target, chosen)
-    if found is not None and found != target:  # an upload of a zipped folder: grade what is in it
+    # A zip (or a folder holding only zips) is unpacked beside the report, where the report's
+    # file paths and the page's line numbers can still find the files.
+    found = discover.locate(target, args.report.resolve().parent / "unzipped", chosen)
+    for problem in found.problems:
+        print(f"grader: {problem}", file=sys.stderr)
+    if found.folder is not None and found.folder != target:  # an upload of a zipped folder
+        opened = f" (unpacked from {', '.join(z.name for z in found.unpacked)})"
         print(
-            f"grader: no exercise file directly in {args.target}; grading {found}, where they are",
+            f"grader: no exercise file directly in {args.target}; grading {found.folder}, where "
+            f"they are{opened if found.unpacked else ''}",
             file=sys.stderr,
         )
-        target = found
+        target = found.folder
+    elif not target.is_dir():
+        return fail(f"target {args.target} is a file, not a folder")
 
     # module -> the package pip installs it from
     needed = {n: n for n in ("torch", "triton", "numpy", "pytest")}

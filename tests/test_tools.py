@@ -229,13 +229,18 @@ def test_autograder_grades_a_submission(tmp_path):
     for script in ("run_autograder", "setup.sh"):
         assert bundle.getinfo(script).external_attr >> 16 & 0o111, f"{script} is not executable"
     assert (root / "source" / "setup.sh").exists()
-    nested = root / "submission" / "my-upload"  # students often zip a folder
+    # Students often zip a folder, and a zip upload reaches the autograder as it came.
+    nested = tmp_path / "my-upload"
     nested.mkdir(parents=True)
     for ex in catalogue.EXERCISE_LIST:
         if ex.number == "02":
             copy_skeleton(ex, nested)
         else:
             shutil.copy(catalogue.SOLUTIONS / ex.filename, nested)
+    (root / "submission").mkdir(parents=True)
+    with zipfile.ZipFile(root / "submission" / "upload.zip", "w") as zf:
+        for path in sorted(nested.iterdir()):
+            zf.write(path, f"my-upload/{path.name}")
     # run_autograder calls `python3`: let that be this interpreter, as setup.sh makes it there.
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "PYTHONPATH": outside_path(), "PATH": path}
@@ -255,6 +260,7 @@ def test_autograder_grades_a_submission(tmp_path):
     assert failed and all(t["name"].startswith("02_") for t in failed)
     assert all("causal-mask-missing" in t["output"] for t in failed)
     assert json.loads((root / "results" / "score.json").read_text())["checkset"] == "hidden"
+    assert "unpacked from upload.zip" in proc.stderr
 
 
 def _copy_of_the_tree(dest: Path) -> Path:
@@ -374,3 +380,127 @@ def test_the_bundles_missing_package_message_says_to_run_its_setup(tmp_path):
     assert "nox" not in proc.stderr
     results = json.loads((root / "results" / "results.json").read_text())
     assert results["score"] == 0 and "could not grade" in results["output"]
+
+
+# ---- uploads: zips, empty uploads, a student's folder given as the class ---------------------
+
+
+def _zip(path: Path, members: dict[str, bytes], link: str | None = None) -> Path:
+    """A zip of ``members`` (name -> bytes), and a symbolic link named ``link`` if given."""
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+        if link:
+            info = zipfile.ZipInfo(link)
+            info.external_attr = (0o120777) << 16  # S_IFLNK
+            zf.writestr(info, "/etc/passwd")
+    return path
+
+
+def test_a_zip_upload_is_unpacked_where_asked_and_graded_there(tmp_path):
+    from grader.run import discover
+
+    ex = catalogue.find("01")
+    upload = tmp_path / "ada"
+    upload.mkdir()
+    _zip(upload / "my work.zip", {f"work/exercises/{ex.filename}": b"x = 1\n", "notes.txt": b""})
+    found = discover.locate(upload, tmp_path / "scratch")
+    assert found.folder == tmp_path / "scratch" / "my work" / "work" / "exercises"
+    assert [z.name for z in found.unpacked] == ["my work.zip"] and not found.problems
+    given = discover.locate(upload / "my work.zip", tmp_path / "again")  # the zip itself
+    assert given.folder == tmp_path / "again" / "my work" / "work" / "exercises"
+    nothing = discover.locate(tmp_path / "scratch" / "my work", tmp_path / "x")
+    assert nothing.folder is not None  # the unpacked folder itself: found, nothing unpacked
+    empty = tmp_path / "bob"
+    (empty / "sub").mkdir(parents=True)
+    (empty / "sub" / "report.pdf").write_bytes(b"%PDF")
+    found = discover.locate(empty, tmp_path / "scratch-bob")
+    assert found.folder is None
+    assert (
+        found.why_not(empty) == f"no exercise files in {empty}: it holds 1 file(s): sub/report.pdf"
+    )
+
+
+@pytest.mark.parametrize(
+    ("members", "link", "limits", "said"),
+    [
+        ({"/etc/cron.d/x": b"x"}, None, {}, "has an absolute path"),
+        ({"C:/x.py": b"x"}, None, {}, "has an absolute path"),
+        ({"ok/../../x.py": b"x"}, None, {}, "climbs out of the folder"),
+        ({"a\\..\\..\\x.py": b"x"}, None, {}, "climbs out of the folder"),
+        ({"a.py": b"x"}, "evil", {}, "is a symbolic link"),
+        ({f"f{i}.py": b"x" for i in range(4)}, None, {"MAX_MEMBERS": 3}, "4 members, more than 3"),
+        ({"big.py": b"x" * 4096}, None, {"MAX_BYTES": 2048}, "unpacks to more than"),
+    ],
+    ids=["absolute", "drive", "dot-dot", "backslash-dot-dot", "symlink", "members", "size"],
+)
+def test_an_unsafe_zip_is_refused_with_its_reason(
+    tmp_path, monkeypatch, members, link, limits, said
+):
+    from grader.run import discover
+
+    for name, value in limits.items():
+        monkeypatch.setattr(discover, name, value)
+    archive = _zip(tmp_path / "up.zip", members, link)
+    with pytest.raises(discover.UploadError, match=said) as refused:
+        discover.unpack(archive, tmp_path / "dest")
+    assert str(refused.value).startswith("up.zip: ")
+    assert not (tmp_path / "dest").exists()  # refused before anything was written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["up.zip"]
+
+
+def test_a_damaged_or_fake_zip_is_refused_with_its_reason(tmp_path):
+    from grader.run import discover
+
+    fake = tmp_path / "fake.zip"
+    fake.write_bytes(b"not a zip at all")
+    with pytest.raises(discover.UploadError, match="fake.zip: not a readable zip"):
+        discover.unpack(fake, tmp_path / "a")
+    data = bytearray(_zip(tmp_path / "bad.zip", {"a.py": b"x" * 1000}).read_bytes())
+    data[data.find(b"x" * 100)] = ord("y")  # stored, not compressed: the CRC no longer holds
+    (tmp_path / "bad.zip").write_bytes(bytes(data))
+    with pytest.raises(discover.UploadError, match="bad.zip: damaged"):
+        discover.unpack(tmp_path / "bad.zip", tmp_path / "b")
+    assert not (tmp_path / "b").exists()
+
+
+def test_batch_says_what_an_upload_without_exercise_files_holds_and_never_scores_it(tmp_path):
+    """eve uploaded notes, fay a zip that climbs out of its folder: neither is graded (no score,
+    never a 0), the gradebook and the class page say what each upload holds."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    (subs / "eve").mkdir(parents=True)
+    (subs / "eve" / "notes.txt").write_text("I did it on paper\n")
+    _zip(subs / "fay.zip", {"../../01_flash_attention_stolen.py": b"x"})
+    proc = run("-m", "grader.classroom.batch", "--submissions", str(subs), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "grading 0, 0 already graded, 2 without exercise files" in proc.stdout
+    rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
+    assert {s: (r["status"], r["score"], r["max_score"]) for s, r in rows.items()} == {
+        "eve": ("no_files", "", ""),
+        "fay": ("no_files", "", ""),
+    }
+    assert "it holds 1 file(s): notes.txt" in rows["eve"]["note"]
+    assert "fay.zip: member '../../" in rows["fay"]["note"] and "climbs out" in rows["fay"]["note"]
+    assert not (out / "fay" / "upload").exists()
+    assert "eve: no_files: no exercise files in" in proc.stdout
+    page = (out / "class.html").read_text()
+    assert 'id="no-files"' in page and "notes.txt" in page and "0 graded" in page
+
+
+def test_batch_refuses_one_students_folder_and_an_empty_class(tmp_path):
+    one = tmp_path / "ada"
+    one.mkdir()
+    copy_skeleton(catalogue.find("01"), one)
+    proc = run(
+        "-m", "grader.classroom.batch", "--submissions", str(one), "--out", str(tmp_path / "o")
+    )
+    assert proc.returncode == 2
+    assert "looks like one student's folder" in proc.stderr
+    assert f"--target {one}" in proc.stderr
+    assert not (tmp_path / "o").exists()
+    empty = tmp_path / "class"
+    empty.mkdir()
+    proc = run(
+        "-m", "grader.classroom.batch", "--submissions", str(empty), "--out", str(tmp_path / "o")
+    )
+    assert proc.returncode == 2 and "holds no student folder or zip (nothing)" in proc.stderr
