@@ -450,6 +450,10 @@ def _judge(sk: Skeleton, frame: _Frame, mine: _Tokens, text: str, ops: list) -> 
         new = _span(mine.first, mine.last, run.come) if run.come else range(0)
         old = _span(theirs.first, theirs.last, run.gone) if run.gone else range(0)
         edited.update(new)
+        if not run.come:  # only removed: the submission's line that kept the rest of that line
+            for line in run.bad:
+                kept = [j for i, j in matched.items() if theirs.first[i] == line]
+                edited.update(mine.first[j] for j in kept[:1])
         hunks.append((min(run.bad), old, new))
     for line in edited:  # a line that changed given code is not region code, whatever else it holds
         todo_lines.pop(line, None)

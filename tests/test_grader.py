@@ -978,3 +978,41 @@ def test_an_endless_loop_ticks_and_says_its_reason_once(tmp_path):
     page = report.with_suffix(".html").read_text()
     assert page.count("not judged: the reason is above the table") == len(got["checks"])
     assert "data-note=" not in page  # the notes did not run either: not shown as their problem
+
+
+def test_every_failed_check_says_which_todo_to_revisit_and_its_line(tmp_path):
+    """Evidence (no trap) ends with the TODO and its line; a trap's message gets the line where
+    it names its TODO; the summary names the check and the TODO, not a cut case description."""
+    import io
+
+    from grader.report.records import Report
+    from grader.report.summary import Printer
+
+    ex = _result(
+        {
+            "top2-random": ("failed", None),
+            "renormalized-random": ("failed", "weights-not-renormalized"),
+        }
+    )
+    file = tmp_path / f"{ex.id}.py"
+    file.write_text(skeleton_text("03"))
+    ex.file = str(file)
+    trap_message = TRAPS["weights-not-renormalized"].message
+    for c in ex.checks:
+        if c.id == "top2-random":
+            c.message = "300 tokens x 64 experts, a long description of the case: idx1 is wrong"
+        elif c.id == "renormalized-random":
+            c.message = f"300 tokens: {trap_message}"
+    lines = skeleton_text("03").splitlines()
+    top2 = next(n for n, s in enumerate(lines, 1) if "TODO(top2-mask)" in s)
+    renorm = next(n for n, s in enumerate(lines, 1) if "TODO(renormalize)" in s)
+    out = io.StringIO()
+    printer = Printer(stream=out)
+    printer.exercise_done(ex)
+    report = Report(target="t", device="d", versions={}, exercises=[ex], duration_s=1.0)
+    printer.finish(report, Path("r.json"), None)
+    text = " ".join(out.getvalue().split())
+    assert f"idx1 is wrong. Revisit TODO(top2-mask) (line {top2})." in text
+    assert f"TODO(renormalize) (line {renorm})" in text
+    assert f"top2-random: wrong output; revisit TODO(top2-mask) (line {top2})" in text
+    assert "a long description of the case" not in text.split("-" * 80)[1]  # the summary

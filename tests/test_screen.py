@@ -457,3 +457,13 @@ def test_integrity_says_where_the_regions_are_in_the_students_file():
     found = skeletons.check(sk, text)
     assert found.regions["causal-mask"][1] == [mask + 3, mask + 4]
     assert found.edited == [line_of(text, "scores = tl.dot(q, k) * 2")]
+
+
+def test_a_deletion_in_given_code_is_reported_at_the_students_line():
+    sk = skeletons.pristine(S01)
+    text = "# my notes\n# more\n" + edit(
+        sk.text, ("l_i = l_i * alpha + tl.sum(p, axis=1)", "l_i = l_i + tl.sum(p, axis=1)")
+    )
+    found = skeletons.check(sk, text)
+    assert found.lines == [line_of(sk.text, "l_i = l_i * alpha")]
+    assert found.edited == [line_of(text, "l_i = l_i + tl.sum")]  # two lines further down

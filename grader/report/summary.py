@@ -7,6 +7,7 @@ set. Every command it suggests is spelled as the student can paste it (kata.comm
 from __future__ import annotations
 
 import os
+import re
 import sys
 import textwrap
 import threading
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 
 from grader.judge.traps import TRAPS
+from grader.report import cards
 from grader.report.records import ExerciseResult, Report, edits_outside
 from kata import commands, terminal
 from kata.catalogue import EXERCISES
@@ -30,11 +32,6 @@ def ticks(limit: float | None) -> tuple[float, float]:
     if not limit:
         return 9.0, 15.0
     return min(9.0, 0.4 * limit), min(15.0, 0.4 * limit)
-
-
-def one_line(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 class Printer:
@@ -129,11 +126,32 @@ class Printer:
                 continue
             explained.add(c.trap or c.id)
             said.add(c.message)  # identical messages are said once per exercise
-            self._wrapped(c.message, 9)
+            self._wrapped(self._with_todo(ex, c), 9)
         if ex.integrity and not ex.integrity["ok"]:
             self._wrapped(f"! {edits_outside(ex)} (the report's integrity entry has the diff)", 2)
         for warning in ex.warnings:
             self._wrapped(f"! {warning}", 2)
+
+    @staticmethod
+    def revisit(ex: ExerciseResult, todo: str) -> str:
+        """``TODO(rescale-acc) (line 88)``: where a failed check sends the student (as the HTML
+        card does); without the line where the file has no such TODO comment."""
+        line = cards.todo_line(ex.file, todo)
+        return f"TODO({todo})" + (f" (line {line})" if line else "")
+
+    def _with_todo(self, ex: ExerciseResult, c) -> str:
+        """A failed or blocked check's message, saying which TODO to revisit and its line: each
+        TODO the message names gets its line (a trap's own, the one a blocked check waits for),
+        and a failure that names none ends with its own."""
+        if c.status not in ("failed", "blocked") or not c.todo:
+            return c.message
+        named = dict.fromkeys(re.findall(r"TODO\(([\w-]+)\)", c.message))
+        text = c.message
+        for todo in named:
+            text = text.replace(f"TODO({todo})", self.revisit(ex, todo), 1)
+        if c.status == "failed" and c.todo not in named:
+            text = f"{text.rstrip('.')}. Revisit {self.revisit(ex, c.todo)}."
+        return text
 
     def _performance(self, report: Report) -> None:
         """The performance track's timings, separate from the score."""
@@ -193,8 +211,12 @@ class Printer:
                     notes.append(f"{c.trap}: {TRAPS[c.trap].hint}")
                 elif ex.error:
                     notes.append(ex.error)
-                else:
+                elif c.status == "error":
                     notes.append(f"{c.id}: {c.message}")
+                elif c.status == "blocked":
+                    notes.append(f"{c.id}: not judged yet (another TODO first, see above)")
+                else:  # evidence, said in full above: the check and where to look
+                    notes.append(f"{c.id}: wrong output; revisit {self.revisit(ex, c.todo)}")
             for note in dict.fromkeys(notes):
                 if note.split(":")[0] in TRAPS:  # a trap's hint is short: wrap it, never cut it
                     for line in textwrap.wrap(
@@ -205,8 +227,16 @@ class Printer:
                         break_on_hyphens=False,
                     ):
                         self._print(line)
-                else:  # evidence or an error, said in full above: one line per problem
-                    self._print("    " + one_line(note, self.width - 4))
+                else:  # an error or a check without a trap, said in full above: in short
+                    for line in textwrap.wrap(
+                        " ".join(note.split()),
+                        self.width,
+                        initial_indent="    ",
+                        subsequent_indent="      ",
+                        max_lines=2,
+                        placeholder=" ...",
+                    ):
+                        self._print(line)
         self._print("-" * self.width)
         self._print(
             f"Score: {report.score}/{report.max_score}   ({report.device}, {report.duration_s:.0f} s)"
