@@ -1,7 +1,8 @@
 """``python -m grader`` / ``nox -s grade``: grade a folder of kernel files and write a report.
 
-Exit status 0 whenever a report was written, whatever the score; 2 when the grader itself could
-not run (bad arguments, no such folder, a backend that is not available), with the reason.
+Exit status 0 whenever a report was written, whatever the score; 2, with the reason and nothing
+written, when it could not grade at all (bad arguments, no such folder, a folder with no exercise
+file, a backend that is not available).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--target",
         type=Path,
         default=EXERCISES,
-        help="folder with the submission's files (default: exercises/)",
+        help="folder (or .zip) with the submission's files, at its top or in a folder below "
+        "(default: exercises/)",
     )
     p.add_argument(
         "--report",
@@ -136,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         target = found.folder
-    elif not target.is_dir():
-        return fail(f"target {args.target} is a file, not a folder")
+    elif found.folder is None:  # nothing to grade: say what is there, and write nothing
+        return fail(nothing_to_grade(args.target, target, found, chosen))
 
     # module -> the package pip installs it from
     needed = {n: n for n in ("torch", "triton", "numpy", "pytest")}
@@ -203,6 +205,29 @@ def main(argv: list[str] | None = None) -> int:
         html = write_html(report, html)
     printer.finish(report, args.report, args.gradescope, html)
     return 0
+
+
+def nothing_to_grade(given: Path, target: Path, found, chosen) -> str:
+    """Why a target holds nothing to grade, and what to give instead."""
+    from grader.run import discover
+
+    names = ", ".join(ex.filename for ex in chosen)
+    if not target.is_dir():
+        ex = next((e for e in ALL_EXERCISES if e.filename == target.name), None)
+        if ex is not None:  # the exercise file itself
+            return (
+                f"target {given} is a file, not a folder: give the folder that holds it, and "
+                f"the exercise: --target {given.parent} {ex.number}"
+            )
+        return (
+            f"target {given} is a file, not a folder (nor a .zip): give the folder that holds "
+            f"your exercise files ({names}), or a zip of it"
+        )
+    renames = "".join(discover.rename_hint(target, ex, below=True) for ex in chosen)
+    return (
+        f"{found.why_not(given)}; the grader looks for {names}, in the folder or one below "
+        f"it{renames}"
+    )
 
 
 def write_html(report, path: Path) -> Path | None:

@@ -144,12 +144,44 @@ def _cli_error(*args: str) -> Callable[[Path], Run]:
     return run
 
 
+def _odd_target(kind: str) -> Callable[[Path], Run]:
+    """A target the grader must not grade as it is: a file, a folder of notes (with a report
+    from an earlier grading that must survive), a browser's duplicate name and a binary file."""
+
+    def run(tmp: Path) -> Run:
+        folder = tmp / "target"
+        folder.mkdir()
+        if kind == "file":
+            return grade(folder, "--target", str(ROOT / "README.md"))
+        if kind == "exercise-file":
+            (folder / f"{STEM['01']}.py").write_text(skeleton_text("01"))
+            return grade(folder, "--target", str(folder / f"{STEM['01']}.py"))
+        if kind == "notes":
+            (folder / "notes.txt").write_text("on paper\n")
+            (folder / f"{STEM['03']} (1).py").write_text(solution_text("03"))
+            earlier = tmp / "target-out" / "score.json"
+            earlier.parent.mkdir()
+            earlier.write_text('{"earlier": true}\n')
+            return grade(folder)
+        (folder / f"{STEM['01']}.py").write_bytes(
+            b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 40
+        )
+        (folder / f"{STEM['03']} (1).py").write_text(solution_text("03"))
+        return grade(folder, "01", "03")
+
+    return run
+
+
 RUNS: dict[str, Callable[[Path], Run]] = {
     "mixed": _mixed,
     "mixed-again": _mixed,
     "selection": _selection,
     "unknown-exercise": _cli_error("07"),
     "missing-target": _cli_error("--target", "/nonexistent/kata-target"),
+    "file-target": _odd_target("file"),
+    "exercise-file-target": _odd_target("exercise-file"),
+    "notes-target": _odd_target("notes"),
+    "binary-and-duplicate": _odd_target("binary"),
 }
 # test function -> the runs it reads
 USES = {
@@ -158,6 +190,12 @@ USES = {
     "test_deterministic": ["mixed", "mixed-again"],
     "test_zero_score_run_exits_0_and_selects_by_number_and_stem": ["selection"],
     "test_grader_cannot_run_exits_2": ["unknown-exercise", "missing-target"],
+    "test_a_target_with_nothing_to_grade_says_what_is_there_and_writes_nothing": [
+        "file-target",
+        "exercise-file-target",
+        "notes-target",
+    ],
+    "test_a_binary_file_and_a_duplicates_name_are_said_plainly": ["binary-and-duplicate"],
 }
 
 
@@ -192,7 +230,8 @@ def graded(request, tmp_path_factory):
         if item.module.__name__ != __name__:
             continue
         needed += [n for n in USES.get(item.originalname, []) if n not in needed]
-    needed.sort(key=lambda n: n not in ("unknown-exercise", "missing-target"))  # cheap first
+    cheap = ("unknown-exercise", "missing-target", "file-target", "exercise-file-target")
+    needed.sort(key=lambda n: n not in cheap)  # cheap first
     runs = Runs(needed, tmp_path_factory.mktemp("grader-runs"), max(2, os.cpu_count() or 1))
     yield runs
     runs.close()
@@ -354,6 +393,34 @@ def test_grader_cannot_run_exits_2(graded):
     assert missing.code == 2
     assert "grader: target folder /nonexistent/kata-target does not exist" in missing.console
     assert unknown.report is None and missing.report is None
+
+
+def test_a_target_with_nothing_to_grade_says_what_is_there_and_writes_nothing(graded):
+    file, exercise, notes = (
+        graded.get(n) for n in ("file-target", "exercise-file-target", "notes-target")
+    )
+    assert file.code == 2 and file.report is None
+    assert f"target {ROOT / 'README.md'} is a file, not a folder (nor a .zip)" in file.console
+    assert exercise.code == 2 and exercise.report is None
+    assert f"--target {exercise.target} 01" in exercise.console
+    assert notes.code == 2 and notes.report == {"earlier": True}  # the earlier report stands
+    assert f"no exercise files in {notes.target}: it holds 2 file(s): " in notes.console
+    assert "notes.txt" in notes.console
+    assert f"'{STEM['03']} (1).py' looks like it: rename it to {STEM['03']}.py" in notes.console
+    assert not (notes.target.parent / "target-out" / "score.html").exists()
+
+
+def test_a_binary_file_and_a_duplicates_name_are_said_plainly(graded):
+    run = graded.get("binary-and-duplicate")
+    assert run.code == 0, run.console
+    binary, missing = run.exercise("01"), run.exercise("03")
+    assert binary["error"].startswith(f"{STEM['01']}.py is not a text file (it holds binary data")
+    assert binary["integrity"] is None  # no line-by-line list of every line of a binary
+    assert "skeleton line" not in run.console
+    assert missing["error"] == (
+        f"{STEM['03']}.py not found in {run.target.resolve()}; '{STEM['03']} (1).py' looks like "
+        f"it: rename it to {STEM['03']}.py"
+    )
 
 
 def test_exercise_selection_names():

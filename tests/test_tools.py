@@ -504,3 +504,19 @@ def test_batch_refuses_one_students_folder_and_an_empty_class(tmp_path):
         "-m", "grader.classroom.batch", "--submissions", str(empty), "--out", str(tmp_path / "o")
     )
     assert proc.returncode == 2 and "holds no student folder or zip (nothing)" in proc.stderr
+
+
+def test_the_autograder_tells_a_student_whose_upload_holds_no_exercise_file_what_it_holds(tmp_path):
+    root = tmp_path / "agr"
+    (root / "submission").mkdir(parents=True)
+    (root / "submission" / "homework.pdf").write_bytes(b"%PDF")
+    ex = catalogue.find("03")
+    (root / "submission" / f"{ex.stem} (1).py").write_text("x = 1\n")
+    proc = run("-m", "grader.run.autograder", "--root", str(root))
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert results["score"] == 0 and results["tests"] == []
+    said = results["output"]
+    assert said.startswith("No exercise file was found in your upload, which holds 2 file(s): ")
+    assert f"'{ex.stem} (1).py' looks like it: rename it to {ex.filename}" in said
+    assert "tell your instructor" not in said  # the student's to fix, not the grader's failure

@@ -116,6 +116,36 @@ def unpack(archive: Path, dest: Path) -> Path:
     return dest
 
 
+def near_names(folder: Path, ex: Exercise, below: bool = False) -> list[str]:
+    """Files in ``folder`` (and below it, with ``below``) whose names look like ``ex``'s but are
+    not it: a browser's duplicate (``03_moe_gating (1).py``), another case or suffix
+    (``03_MoE_gating.py``, ``03_moe_gating.py.txt``), the stem without its number. Relative to
+    ``folder``."""
+    import difflib
+
+    if not folder.is_dir():
+        return []
+    found = []
+    paths = folder.rglob("*") if below else folder.iterdir()
+    for path in sorted(paths):
+        if not path.is_file() or not _kept(folder, path) or path.name == ex.filename:
+            continue
+        name = path.name.lower()
+        close = difflib.SequenceMatcher(None, name, ex.filename).ratio() >= 0.8
+        if name.startswith(f"{ex.number}_") or ex.stem[3:] in name or close:
+            found.append(path.relative_to(folder).as_posix())
+    return found
+
+
+def rename_hint(folder: Path, ex: Exercise, below: bool = False) -> str:
+    """``; '03_moe_gating (1).py' looks like it: rename it to 03_moe_gating.py``, or ``""``."""
+    names = near_names(folder, ex, below)
+    if not names:
+        return ""
+    shown = ", ".join(f"'{n}'" for n in names[:3])
+    return f"; {shown} look{'s' if len(names) == 1 else ''} like it: rename it to {ex.filename}"
+
+
 def contents(folder: Path, most: int = 6) -> str:
     """What a folder holds, for a message: ``3 files: a.txt, notes/b.pdf, c.py`` or ``nothing``."""
     if folder.is_file():

@@ -29,7 +29,7 @@ from pathlib import Path
 from grader import specs
 from grader.judge import details
 from grader.report.records import CheckResult, ExerciseResult
-from grader.run import launcher, process, screen, timing
+from grader.run import discover, launcher, process, screen, timing
 from grader.specs.model import Case, Output
 from kata import skeletons
 from kata.catalogue import Exercise
@@ -435,7 +435,18 @@ def grade_exercise(
     start = time.monotonic()
     text = snapshot(file) if text is None else text
     if text is None:
-        result = _zero(spec, file, f"{ex.filename} not found in {target}")
+        near = discover.rename_hint(target, ex)
+        result = _zero(spec, file, f"{ex.filename} not found in {target}{near}")
+        result.duration_s = round(time.monotonic() - start, 2)
+        return result
+    if "\x00" in text:  # not source code: nothing to compare, line by line, or to run
+        at = text.index("\x00")
+        result = _zero(
+            spec,
+            file,
+            f"{ex.filename} is not a text file (it holds binary data: a NUL byte at character {at}); "
+            "save your kernel as plain Python source",
+        )
         result.duration_s = round(time.monotonic() - start, 2)
         return result
     skeleton = skeletons.pristine(ex.stem)
