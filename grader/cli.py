@@ -25,7 +25,9 @@ ENDLESS_LOOP = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m grader", description="Grade the kata's exercises.")
+    p = argparse.ArgumentParser(
+        prog=commands.prog("grade", "grader"), description="Grade the kata's exercises."
+    )
     p.add_argument(
         "exercises",
         nargs="*",
@@ -60,8 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--device",
         choices=("auto", "cuda", "interpreter"),
-        default="auto",
-        help="where kernels run (default: auto, CUDA when torch sees a GPU)",
+        help="where kernels run (default: KATA_DEVICE if set, else auto: CUDA when torch sees "
+        "a GPU)",
     )
     limits = process.TIME_LIMITS
     p.add_argument(

@@ -32,6 +32,15 @@ def nox(session: str, *args: str) -> str:
     return f"{nox_program()} -s {session}{tail}"
 
 
+def prog(session: str, module: str) -> str:
+    """The command line a tool's --help shows: ``.venv/bin/nox -s grade --`` when the student
+    started it through that nox session (the noxfile sets KATA_SESSION), else
+    ``python -m grader``."""
+    if os.environ.get("KATA_SESSION") == session:
+        return f"{nox(session)} --"
+    return f"python -m {module}"
+
+
 def install(missing: list[str]) -> str:
     """What installs ``missing`` Python packages in this copy of the kata: the nox session in a
     checkout or a handout; in the Gradescope bundle (no noxfile, a setup.sh) its setup.sh, which

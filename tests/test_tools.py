@@ -107,6 +107,15 @@ def test_watch_grades_once_and_stops(tmp_path):
     proc = run("-m", "kata.student.watch", "03", "--target", str(tmp_path), "--max-runs", "1")
     assert proc.returncode == 0, proc.stderr
     assert "watching" in proc.stdout and "50/50" in proc.stdout
+    # The backend is chosen once: its notice (on a machine without a GPU) is not repeated by
+    # every grading watch starts.
+    assert proc.stderr.count("no CUDA GPU found") <= 1, proc.stderr
+
+
+def test_watch_stops_when_the_grader_cannot_grade(tmp_path):
+    proc = run("-m", "kata.student.watch", "03", "--target", str(tmp_path), "--max-runs", "3")
+    assert proc.returncode == 2  # an empty folder: said once, not watched forever
+    assert proc.stderr.count("no exercise files in") == 1, proc.stderr
 
 
 @slow
@@ -520,3 +529,55 @@ def test_the_autograder_tells_a_student_whose_upload_holds_no_exercise_file_what
     assert said.startswith("No exercise file was found in your upload, which holds 2 file(s): ")
     assert f"'{ex.stem} (1).py' looks like it: rename it to {ex.filename}" in said
     assert "tell your instructor" not in said  # the student's to fix, not the grader's failure
+
+
+def test_help_shows_the_command_as_the_student_typed_it():
+    env = {"KATA_SESSION": "grade", "KATA_NOX": ".venv/bin/nox"}
+    assert run("-m", "grader", "--help", env=env).stdout.startswith(
+        "usage: .venv/bin/nox -s grade -- "
+    )
+    assert run("-m", "grader", "--help").stdout.startswith("usage: python -m grader ")
+    helped = run("-m", "grader", "--help").stdout
+    assert "0: no limit" in " ".join(helped.split())
+    refused = run("-m", "grader", "--timeout", "-5")
+    assert refused.returncode == 2 and "--timeout -5: give seconds" in refused.stderr
+
+
+@e2e
+def test_a_students_sessions_print_no_nox_lines(tmp_path):
+    """`nox -s hint -- 01` prints the hint, not nox's session, probe and command lines."""
+    nox = _nox_program()
+    if nox is None or not (ROOT / ".nox" / "kata").exists():
+        pytest.skip("no nox, or no .nox/kata yet (its first run prints what it installs)")
+    state = hints.STATE
+    saved = state.read_bytes() if state.exists() else None
+    try:
+        proc = subprocess.run(
+            [nox, "-s", "hint", "--", "01"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    finally:  # the student's hint level, as it was
+        if saved is None:
+            state.unlink(missing_ok=True)
+        else:
+            state.write_bytes(saved)
+    assert proc.returncode == 0, proc.stderr
+    noise = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("nox >")]
+    assert noise == [] and "Hints for" in proc.stdout
+
+
+@pytest.mark.skipif(
+    __import__("torch").cuda.is_available(), reason="needs a machine without a CUDA GPU"
+)
+def test_asking_for_cuda_without_a_gpu_names_what_asked_for_it():
+    flag = run("-m", "grader", "--device", "cuda")
+    assert flag.returncode == 2
+    assert "--device cuda was requested but torch sees no CUDA GPU (" in flag.stderr
+    assert "KATA_DEVICE" not in flag.stderr and "--device interpreter or auto" in flag.stderr
+    env = run("-m", "grader", env={"KATA_DEVICE": "cuda"})
+    assert env.returncode == 2
+    assert "KATA_DEVICE=cuda (set in the environment) was requested" in env.stderr
