@@ -1083,3 +1083,26 @@ def test_every_failed_check_says_which_todo_to_revisit_and_its_line(tmp_path):
     assert f"TODO(renormalize) (line {renorm})" in text
     assert f"top2-random: wrong output; revisit TODO(top2-mask) (line {top2})" in text
     assert "a long description of the case" not in text.split("-" * 80)[1]  # the summary
+
+
+def test_at_full_marks_the_summary_points_to_what_comes_next(tmp_path):
+    import io
+
+    from grader.report.records import Report
+    from grader.report.summary import Printer
+
+    done = [_result({}, ex.stem) for ex in EXERCISE_LIST]
+    for ex in done:
+        ex.score = ex.max_score
+    report = Report(target="t", device="d", versions={}, exercises=done, duration_s=1.0)
+    out = io.StringIO()
+    page = tmp_path / "score.html"
+    Printer(stream=out).finish(report, tmp_path / "score.json", None, page)
+    text = " ".join(out.getvalue().split())
+    assert f"Open in a browser: {page.resolve().as_uri()}" in text  # file://, clickable
+    assert "Next: the performance track (" in text and "--track performance" in text
+    assert "the extensions (" in text and "docs/self-check.md" in text
+    partly = Report(target="t", device="d", versions={}, exercises=done[:1], duration_s=1.0)
+    out = io.StringIO()
+    Printer(stream=out).finish(partly, tmp_path / "score.json", None)
+    assert "Next:" not in out.getvalue()  # one exercise done is not the chapter done

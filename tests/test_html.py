@@ -340,3 +340,24 @@ def test_page_shows_timed_and_skipped_performance():
     assert "M=1M E=128 float32" in page and "x43.40 vs torch" in page
     skipped = html.render(_report(performance=timing.score(None, correct=True)))
     assert "timing skipped: timing needs a CUDA GPU" in skipped
+
+
+def test_a_page_graded_by_one_check_set_badges_no_check_hidden():
+    """In a full checkout every check is hidden: a badge on each row says nothing. One line
+    says which checks graded; a badge marks hidden checks only beside public ones."""
+    report = _report()
+    page = html.render(report)
+    assert 'class="tag hidden"' not in page and 'id="checkset"' in page
+    ex = report.exercises[0]
+    public = CheckResult(
+        id="public-online-softmax",
+        todo="rescale-acc",
+        status="passed",
+        points=25,
+        max_points=25,
+        trap=None,
+        message="",
+        hidden=False,
+    )
+    ex.checks.append(public)
+    assert html.render(report).count('class="tag hidden"') == 1  # the hidden one, beside it

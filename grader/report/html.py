@@ -170,6 +170,9 @@ def render(report: Report) -> str:
                     for c in ex.checks
                 ],
                 "cards": cards(ex),
+                # A "hidden" badge tells checks apart only where an exercise has both kinds;
+                # on a page graded by one set, the line above the exercises says which.
+                "mixed": len({c.hidden for c in ex.checks}) > 1,
                 "notes": own_notes(ex),
                 "edits": edits_outside(ex) if ex.integrity and not ex.integrity["ok"] else "",
             }

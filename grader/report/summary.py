@@ -19,6 +19,7 @@ from grader.report import cards
 from grader.report.records import ExerciseResult, Report, edits_outside
 from kata import commands, terminal
 from kata.catalogue import EXERCISES
+from kata.student import progress
 
 WIDTH = 80  # in a pipe or file; a terminal gets its own width (kata.terminal)
 MARKS = {"passed": "PASS", "failed": "FAIL", "blocked": "WAIT", "error": "ERR "}
@@ -243,8 +244,8 @@ class Printer:
         )
         self._performance(report)
         self._print(f"Report: {path}" + (f"   Gradescope: {gradescope}" if gradescope else ""))
-        if html:
-            self._print(f"Open in a browser: {html}")
+        if html:  # a file:// address, which terminals make clickable
+            self._print(f"Open in a browser: {Path(html).resolve().as_uri()}")
         next_step = self.next_step(report)
         if next_step:
             self._wrapped(next_step, 0)
@@ -258,8 +259,8 @@ class Printer:
         if not self.advice:
             return None
         unfinished = [ex for ex in report.exercises if ex.score < ex.max_score]
-        if not unfinished:
-            return None
+        if not unfinished:  # all done: what comes after, once the chapter is done
+            return progress.what_next({ex.id for ex in report.exercises})
         ex = unfinished[0]
         if ex.error:
             missing = not Path(ex.file).exists()

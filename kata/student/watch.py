@@ -78,6 +78,13 @@ def first_unfinished(target: Path, extra: list[str]) -> Exercise | None:
     return progress.unfinished_in(data)
 
 
+def _what_next() -> None:
+    """After the chapter: the other tracks and the self-check questions."""
+    step = progress.what_next({ex.stem for ex in EXERCISE_LIST})
+    if step:
+        print(step)
+
+
 def _stamp(path: Path) -> float | None:
     try:
         return path.stat().st_mtime_ns
@@ -116,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         ex = first_unfinished(args.target, extra)
     if ex is None:
         print("Every exercise is at full marks. Well done!")
+        _what_next()
         return 0
     runs = 0
     try:
@@ -131,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                 later = [e for e in EXERCISE_LIST[index + 1 :]]
                 if not later:
                     print("\nThat was the last exercise. Well done!")
+                    _what_next()
                     return 0
                 ex = later[0]
                 print(f"\n{EXERCISE_LIST[index].stem} is done; moving on to {ex.stem}")
