@@ -373,6 +373,7 @@ def test_the_bundles_missing_package_message_says_to_run_its_setup(tmp_path):
     root = tmp_path / "agr"
     zipfile.ZipFile(autograder(tmp_path / "a.zip")).extractall(root / "source")
     (root / "submission").mkdir()
+    copy_skeleton(catalogue.find("01"), root / "submission")
     env = {**os.environ, "PYTHONPATH": "", "PYTHONNOUSERSITE": "1"}
     # -S: no site packages at all, so torch is missing whatever this machine has installed.
     proc = subprocess.run(

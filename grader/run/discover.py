@@ -118,8 +118,8 @@ def unpack(archive: Path, dest: Path) -> Path:
 
 def near_names(folder: Path, ex: Exercise, below: bool = False) -> list[str]:
     """Files in ``folder`` (and below it, with ``below``) whose names look like ``ex``'s but are
-    not it: a browser's duplicate (``03_moe_gating (1).py``), another case or suffix
-    (``03_MoE_gating.py``, ``03_moe_gating.py.txt``), the stem without its number. Relative to
+    not it: a browser's duplicate (``NN_name (1).py``), another case or suffix
+    (``NN_Name.py``, ``NN_name.py.txt``), the name without its number. Relative to
     ``folder``."""
     import difflib
 
@@ -138,7 +138,7 @@ def near_names(folder: Path, ex: Exercise, below: bool = False) -> list[str]:
 
 
 def rename_hint(folder: Path, ex: Exercise, below: bool = False) -> str:
-    """``; '03_moe_gating (1).py' looks like it: rename it to 03_moe_gating.py``, or ``""``."""
+    """``; 'NN_name (1).py' looks like it: rename it to NN_name.py``, or ``""``."""
     names = near_names(folder, ex, below)
     if not names:
         return ""
