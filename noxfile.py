@@ -30,6 +30,15 @@ nox.options.sessions = ["grade"]
 # never uses uv (its sessions run in .nox/kata with pip), so the line only puzzles students.
 logging.getLogger("nox").addFilter(lambda record: record.getMessage() != "uv binary not found.")
 
+# A student's session prints what the kata prints, not nox's own lines around it: which session
+# runs, the package probe, the command line, and "was successful". Installing, a failure, and
+# every instructor session keep nox's lines.
+STUDENT_SESSIONS = ("grade", "run", "hint", "watch", "reset")
+QUIET = {f"Running session {s}" for s in STUDENT_SESSIONS} | {
+    f"Session {s} was successful." for s in STUDENT_SESSIONS
+}
+logging.getLogger("nox").addFilter(lambda record: record.getMessage() not in QUIET)
+
 
 def _nox_as_typed() -> str:
     """How this nox was started, as a student can type it again from the clone's root: `nox`
@@ -97,9 +106,9 @@ def _env_python(session: nox.Session, extra: dict[str, str] | None = None) -> st
         Path(site, "_kata_parent_site.pth").write_text("\n".join(sorted(own)) + "\n")
     wanted = {**RUNTIME, **(extra or {})}
     probe = "import importlib.util as u, sys; print(*[m for m in sys.argv[1:] if u.find_spec(m) is None])"
-    missing = session.run(str(python), "-c", probe, *wanted, silent=True).split()
+    missing = session.run(str(python), "-c", probe, *wanted, silent=True, log=False).split()
     if missing:
-        if session.run(str(python), "-c", probe, "pip", silent=True).strip():
+        if session.run(str(python), "-c", probe, "pip", silent=True, log=False).strip():
             session.run(str(python), "-m", "ensurepip", "--default-pip")
         specs = [arg for module in missing for arg in shlex.split(wanted[module])]
         session.run(str(python), "-m", "pip", "install", "--disable-pip-version-check", *specs)
@@ -109,36 +118,48 @@ def _env_python(session: nox.Session, extra: dict[str, str] | None = None) -> st
 # ---- for students ------------------------------------------------------------------------
 
 
+def _student(session: nox.Session, module: str, **kwargs) -> None:
+    """Run a student's tool, its command line unlogged (see QUIET), telling it how the
+    student typed the session (its --help says `nox -s grade --`, not `python -m grader`)."""
+    session.run(
+        _env_python(session),
+        "-m",
+        module,
+        *session.posargs,
+        log=False,
+        env={"KATA_SESSION": session.name},
+        **kwargs,
+    )
+
+
 @nox.session
 def grade(session: nox.Session) -> None:
     """Grade your exercises (args: [EXERCISE ...] [--target DIR] [--report FILE] ...)."""
-    session.run(_env_python(session), "-m", "grader", *session.posargs)
+    _student(session, "grader")
 
 
 @nox.session
 def run(session: nox.Session) -> None:
     """Run an exercise's worked example: `nox -s run -- 02` (`--solutions`: the reference)."""
-    session.run(
-        _env_python(session), "-m", "kata.student.run", *session.posargs, success_codes=[0, 1]
-    )
+    _student(session, "kata.student.run", success_codes=[0, 1])
 
 
 @nox.session
 def hint(session: nox.Session) -> None:
     """Show an exercise's next hint: `nox -s hint -- 02` (`--all` for every level)."""
-    session.run(_env_python(session), "-m", "kata.student.hints", *session.posargs)
+    _student(session, "kata.student.hints")
 
 
 @nox.session
 def watch(session: nox.Session) -> None:
     """Regrade an exercise whenever its file is saved: `nox -s watch [-- 02]`."""
-    session.run(_env_python(session), "-m", "kata.student.watch", *session.posargs)
+    _student(session, "kata.student.watch")
 
 
 @nox.session
 def reset(session: nox.Session) -> None:
     """Restore an exercise's skeleton, keeping yours as .bak: `nox -s reset -- 02`."""
-    session.run(_env_python(session), "-m", "kata.student.reset", *session.posargs)
+    _student(session, "kata.student.reset")
 
 
 # ---- for instructors and maintainers (a full checkout; the student handout has none) -------

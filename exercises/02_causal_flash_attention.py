@@ -78,9 +78,9 @@ def flash_attn_causal_kernel(
         k = tl.load(k_ptrs, mask=kv_mask, other=0.0).to(tl.float32)
         v = tl.load(v_ptrs, mask=kv_mask, other=0.0).to(tl.float32)
 
-        visible = col_ok[None, :]
         # TODO(causal-mask): Query row i may only see keys 0..i; add that condition to `visible`.
         # Optionally, also lower `hi` above: key tiles past this block's last row are all future.
+        visible = col_ok[None, :]
         scores = tl.dot(q, tl.trans(k)) * scale
         scores = tl.where(visible, scores, float("-inf"))
 

@@ -90,10 +90,10 @@ def sliding_window_attn_kernel(
         k = tl.load(k_ptrs, mask=kv_mask, other=0.0).to(tl.float32)
         v = tl.load(v_ptrs, mask=kv_mask, other=0.0).to(tl.float32)
 
-        visible = col_ok[None, :] & (offs_m[:, None] >= offs_n[None, :])
         # TODO(window-mask): Row i may only see the WINDOW keys i - WINDOW + 1 .. i. `visible`
-        # already hides padded and future keys; add the window's lower edge. Then raise `lo`
-        # above the loop, so that key tiles left of every row's window are never loaded.
+        # below already hides padded and future keys; add the window's lower edge. Then raise
+        # `lo` above the loop, so that key tiles left of every row's window are never loaded.
+        visible = col_ok[None, :] & (offs_m[:, None] >= offs_n[None, :])
         scores = tl.dot(q, tl.trans(k)) * scale
         scores = tl.where(visible, scores, float("-inf"))
 

@@ -1,7 +1,8 @@
 """``python -m grader`` / ``nox -s grade``: grade a folder of kernel files and write a report.
 
-Exit status 0 whenever a report was written, whatever the score; 2 when the grader itself could
-not run (bad arguments, no such folder, a backend that is not available), with the reason.
+Exit status 0 whenever a report was written, whatever the score; 2, with the reason and nothing
+written, when it could not grade at all (bad arguments, no such folder, a folder with no exercise
+file, a backend that is not available).
 """
 
 from __future__ import annotations
@@ -12,12 +13,21 @@ import sys
 import time
 from pathlib import Path
 
+from grader.run import process
 from kata import commands
 from kata.catalogue import ALL_EXERCISES, EXERCISES, ROOT, TRACKS, find
 
+# What a kernel that never finishes costs, measured (docs/instructors.md#timings).
+ENDLESS_LOOP = (
+    "A kernel that never finishes is stopped and reported with the line it was on: on a 2-core "
+    "CPU, 61 s after the grading starts, a 'still running' line every 15 s meanwhile."
+)
+
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m grader", description="Grade the kata's exercises.")
+    p = argparse.ArgumentParser(
+        prog=commands.prog("grade", "grader"), description="Grade the kata's exercises."
+    )
     p.add_argument(
         "exercises",
         nargs="*",
@@ -39,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--target",
         type=Path,
         default=EXERCISES,
-        help="folder with the submission's files (default: exercises/)",
+        help="folder (or .zip) with the submission's files, at its top or in a folder below "
+        "(default: exercises/)",
     )
     p.add_argument(
         "--report",
@@ -51,10 +62,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--device",
         choices=("auto", "cuda", "interpreter"),
-        default="auto",
-        help="where kernels run (default: auto, CUDA when torch sees a GPU)",
+        help="where kernels run (default: KATA_DEVICE if set, else auto: CUDA when torch sees "
+        "a GPU)",
     )
-    p.add_argument("--timeout", type=float, help="seconds per exercise for the submission")
+    limits = process.TIME_LIMITS
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="seconds one exercise may take, the compile for the GPU included; 0: no limit "
+        f"(default: {limits[('interpreter', 'core')]:.0f} in the interpreter, "
+        f"{limits[('cuda', 'core')]:.0f} on a GPU; the performance track "
+        f"{limits[('interpreter', 'performance')]:.0f} and {limits[('cuda', 'performance')]:.0f}). "
+        f"{ENDLESS_LOOP}",
+    )
     p.add_argument("--jobs", type=int, help="exercises graded at once")
     p.add_argument(
         "--checks",
@@ -91,7 +112,10 @@ def fail(message: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.timeout is not None and not args.timeout >= 0:
+        parser.error(f"--timeout {args.timeout:g}: give seconds (a number > 0), or 0 for no limit")
     try:
         named = {find(name) for name in args.exercises}
     except KeyError as exc:
@@ -99,28 +123,33 @@ def main(argv: list[str] | None = None) -> int:
     # Catalogue order, each once: `02 2` must not grade (and count) exercise 02 twice.
     chosen = [ex for ex in ALL_EXERCISES if ex in named] or list(TRACKS[args.track])
     target = args.target.resolve()
-    if not target.is_dir():
+    if not target.exists():
         return fail(f"target folder {args.target} does not exist")
     from grader.run import discover
 
-    found = discover.exercise_folder(target, chosen)
-    if found is not None and found != target:  # an upload of a zipped folder: grade what is in it
+    # A zip (or a folder holding only zips) is unpacked beside the report, where the report's
+    # file paths and the page's line numbers can still find the files.
+    found = discover.locate(target, args.report.resolve().parent / "unzipped", chosen)
+    for problem in found.problems:
+        print(f"grader: {problem}", file=sys.stderr)
+    if found.folder is not None and found.folder != target:  # an upload of a zipped folder
+        opened = f" (unpacked from {', '.join(z.name for z in found.unpacked)})"
         print(
-            f"grader: no exercise file directly in {args.target}; grading {found}, where they are",
+            f"grader: no exercise file directly in {args.target}; grading {found.folder}, where "
+            f"they are{opened if found.unpacked else ''}",
             file=sys.stderr,
         )
-        target = found
+        target = found.folder
+    elif found.folder is None:  # nothing to grade: say what is there, and write nothing
+        return fail(nothing_to_grade(args.target, target, found, chosen))
 
-    missing = [
-        m
-        for m in ("torch", "triton", "numpy", "pytest", "pytest_jsonreport")
-        if importlib.util.find_spec(m) is None
-    ]
+    # module -> the package pip installs it from
+    needed = {n: n for n in ("torch", "triton", "numpy", "pytest")}
+    needed["pytest_jsonreport"] = "pytest-json-report"
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
-        return fail(
-            f"missing Python packages: {', '.join(missing)} "
-            f"(`{commands.nox('grade')}` installs them)"
-        )
+        packages = [needed[m] for m in missing]
+        return fail(f"missing Python packages: {', '.join(missing)} ({commands.install(packages)})")
 
     from kata import runtime
 
@@ -143,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         return fail(str(exc))
     process.contain()  # whatever a submission starts comes back here, to be killed
     printer = Printer(quiet=args.quiet, advice=not args.no_advice)
-    printer.start(target, runtime.describe(), chosen)
+    limits = {ex.stem: runner.time_limit(runtime.BACKEND, ex, args.timeout) for ex in chosen}
+    printer.start(target, runtime.describe(), chosen, limits)
     start = time.monotonic()
     results = runner.grade(
         chosen,
@@ -177,6 +207,29 @@ def main(argv: list[str] | None = None) -> int:
         html = write_html(report, html)
     printer.finish(report, args.report, args.gradescope, html)
     return 0
+
+
+def nothing_to_grade(given: Path, target: Path, found, chosen) -> str:
+    """Why a target holds nothing to grade, and what to give instead."""
+    from grader.run import discover
+
+    names = ", ".join(ex.filename for ex in chosen)
+    if not target.is_dir():
+        ex = next((e for e in ALL_EXERCISES if e.filename == target.name), None)
+        if ex is not None:  # the exercise file itself
+            return (
+                f"target {given} is a file, not a folder: give the folder that holds it, and "
+                f"the exercise: --target {given.parent} {ex.number}"
+            )
+        return (
+            f"target {given} is a file, not a folder (nor a .zip): give the folder that holds "
+            f"your exercise files ({names}), or a zip of it"
+        )
+    renames = "".join(discover.rename_hint(target, ex, below=True) for ex in chosen)
+    return (
+        f"{found.why_not(given)}; the grader looks for {names}, in the folder or one below "
+        f"it{renames}"
+    )
 
 
 def write_html(report, path: Path) -> Path | None:

@@ -30,3 +30,26 @@ def nox(session: str, *args: str) -> str:
     """``nox(\"hint\", \"01\")`` -> ``.venv/bin/nox -s hint -- 01`` (or ``nox -s ...``)."""
     tail = f" -- {' '.join(args)}" if args else ""
     return f"{nox_program()} -s {session}{tail}"
+
+
+def prog(session: str, module: str) -> str:
+    """The command line a tool's --help shows: ``.venv/bin/nox -s grade --`` when the student
+    started it through that nox session (the noxfile sets KATA_SESSION), else
+    ``python -m grader``."""
+    if os.environ.get("KATA_SESSION") == session:
+        return f"{nox(session)} --"
+    return f"python -m {module}"
+
+
+def install(missing: list[str]) -> str:
+    """What installs ``missing`` Python packages in this copy of the kata: the nox session in a
+    checkout or a handout; in the Gradescope bundle (no noxfile, a setup.sh) its setup.sh, which
+    Gradescope runs when it builds the image; otherwise pip."""
+    if (ROOT / "noxfile.py").is_file():
+        return f"`{nox('grade')}` installs them"
+    if (ROOT / "setup.sh").is_file():
+        return (
+            f"`bash {ROOT / 'setup.sh'}` installs them into the Python that runs `python3` "
+            "(Gradescope runs it when it builds the image)"
+        )
+    return f"`python3 -m pip install {' '.join(missing)}` installs them"

@@ -47,6 +47,18 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def _why_no_cuda() -> str:
+    """Why torch sees no CUDA GPU here, as far as can be told."""
+    drivers = ("/dev/nvidiactl", "/proc/driver/nvidia", "/dev/dxg")
+    if sys.platform.startswith("linux") and not any(os.path.exists(d) for d in drivers):
+        return "no NVIDIA driver on this machine"
+    import torch
+
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__} is a build without CUDA"
+    return "the driver and torch's CUDA do not agree, or CUDA_VISIBLE_DEVICES hides the GPUs"
+
+
 def _select(device: str | None) -> str:
     requested = (device or os.environ.get("KATA_DEVICE", "auto")).strip().lower() or "auto"
     if requested == COMPILER:
@@ -58,8 +70,11 @@ def _select(device: str | None) -> str:
         requested = "interpreter"
     if requested == "cuda":
         if not _cuda_available():
-            named = "--device cuda" if device else "KATA_DEVICE=cuda"
-            raise BackendError(f"{named} was requested but torch sees no CUDA GPU")
+            named = "--device cuda" if device else "KATA_DEVICE=cuda (set in the environment)"
+            raise BackendError(
+                f"{named} was requested but torch sees no CUDA GPU ({_why_no_cuda()}); "
+                "without one, kernels run in Triton's interpreter: --device interpreter or auto"
+            )
         return "cuda"
     if requested == "interpreter" or not _cuda_available():
         return "interpreter"

@@ -62,6 +62,10 @@ class Integrity:
     edited: list[int] = field(default_factory=list)  # submission lines that hold those changes
     todo_lines: dict[int, str] = field(default_factory=dict)  # submission line -> its TODO id
     by_tokens: bool = True  # False: the submission does not tokenize, so lines were compared
+    # Each TODO's regions as lines of the submission: from the line after the given code above
+    # the region to the line before the given code below it (its TODO comment included), where
+    # the student may write. Skeleton lines when the submission does not tokenize.
+    regions: dict[str, list[list[int]]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -446,12 +450,42 @@ def _judge(sk: Skeleton, frame: _Frame, mine: _Tokens, text: str, ops: list) -> 
         new = _span(mine.first, mine.last, run.come) if run.come else range(0)
         old = _span(theirs.first, theirs.last, run.gone) if run.gone else range(0)
         edited.update(new)
+        if not run.come:  # only removed: the submission's line that kept the rest of that line
+            for line in run.bad:
+                kept = [j for i, j in matched.items() if theirs.first[i] == line]
+                edited.update(mine.first[j] for j in kept[:1])
         hunks.append((min(run.bad), old, new))
     for line in edited:  # a line that changed given code is not region code, whatever else it holds
         todo_lines.pop(line, None)
     diff = _diff(sk.text.splitlines(), text.splitlines(), hunks)
     todo_lines = {n: t for n, t in sorted(todo_lines.items()) if t is not None}
-    return Integrity(sorted(touched), diff, sorted(edited), todo_lines)
+    places = _regions_in(sk, frame, mine, matched, text.splitlines())
+    return Integrity(sorted(touched), diff, sorted(edited), todo_lines, regions=places)
+
+
+def _regions_in(
+    sk: Skeleton, frame: _Frame, mine: _Tokens, matched: dict[int, int], lines: list[str]
+) -> dict[str, list[list[int]]]:
+    """Each region of ``sk`` as [first, last] lines of the submission: between the given tokens
+    that still frame it there (the nearest ones kept, where the student deleted some), without
+    the comments and blank lines above it and the blank lines below."""
+    theirs, found = frame.tokens, {}
+    given = [i for i in sorted(matched) if not frame.editable[i]]
+
+    def quiet(n: int) -> bool:
+        return not lines[n - 1].strip() or lines[n - 1].lstrip().startswith("#")
+
+    for r in sk.regions:
+        before = [i for i in given if theirs.last[i] < r.start]
+        after = [i for i in given if theirs.first[i] > max(r.end, r.start - 1)]
+        first = mine.last[matched[before[-1]]] + 1 if before else 1
+        last = mine.first[matched[after[0]]] - 1 if after else len(lines)
+        while first < last and quiet(first):
+            first += 1
+        while last > first and not lines[last - 1].strip():
+            last -= 1
+        found.setdefault(r.todo, []).append([first, max(first, last)])
+    return found
 
 
 # -- a submission that does not tokenize: lines compared as text --
@@ -496,4 +530,14 @@ def _check_lines(sk: Skeleton, text: str) -> Integrity:
         hunks += [f"-{line}" for _, line in old[i1:i2]] + [f"+{line}" for _, line in new[j1:j2]]
     if len(hunks) > MAX_DIFF_LINES:
         hunks = hunks[:MAX_DIFF_LINES] + [f"... ({len(hunks) - MAX_DIFF_LINES} more lines)"]
-    return Integrity(sorted(set(touched)), "\n".join(hunks), edited, todo_lines, by_tokens=False)
+    places: dict[str, list[list[int]]] = {}
+    for r in sk.regions:  # no tokens to follow: the skeleton's own lines
+        places.setdefault(r.todo, []).append([r.start, max(r.start, r.end)])
+    return Integrity(
+        sorted(set(touched)),
+        "\n".join(hunks),
+        edited,
+        todo_lines,
+        by_tokens=False,
+        regions=places,
+    )

@@ -83,12 +83,14 @@ def flash_attn_causal_kernel(
         k = tl.load(k_ptrs, mask=kv_mask, other=0.0).to(tl.float32)
         v = tl.load(v_ptrs, mask=kv_mask, other=0.0).to(tl.float32)
 
-        visible = col_ok[None, :]
         # TODO(causal-mask): Query row i may only see keys 0..i; add that condition to `visible`.
         # Optionally, also lower `hi` above: key tiles past this block's last row are all future.
         # BEGIN SOLUTION
-        visible = visible & (offs_m[:, None] >= offs_n[None, :])
+        visible = col_ok[None, :] & (offs_m[:, None] >= offs_n[None, :])
         # END SOLUTION
+        # BEGIN SKELETON
+        # visible = col_ok[None, :]
+        # END SKELETON
         scores = tl.dot(q, tl.trans(k)) * scale
         scores = tl.where(visible, scores, float("-inf"))
 

@@ -140,7 +140,10 @@ def test_options_belong_to_their_engine(tmp_path):
 def test_emit_sbatch_writes_an_array_and_its_manifest(tmp_path):
     subs, out, script = tmp_path / "subs", tmp_path / "out", tmp_path / "grade.sbatch"
     for student in ("ada", "bob", "cy"):
-        (subs / student).mkdir(parents=True)  # empty: every exercise "not found", graded fast
+        (subs / student).mkdir(parents=True)
+        # One file that does not even parse: graded fast (the others "not found"), and not an
+        # upload without exercise files, which is not graded at all.
+        (subs / student / catalogue.find("01").filename).write_text("x = (\n")
     graded(out, "ada", 100, task.grader_version())  # skipped: same grader version
     graded(out, "bob", 90, "0.0.1+old")  # regraded: another grader version
     proc = run_batch(
@@ -255,6 +258,7 @@ def test_a_refused_submission_keeps_the_earlier_grades(tmp_path):
         (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
         (bin_dir / name).chmod(0o755)
     (subs / "ada").mkdir(parents=True)
+    (subs / "ada" / catalogue.find("01").filename).write_text("x = 1\n")  # an upload to grade
     graded(out, "ada", 100, task.grader_version())
     proc = run_batch(
         "--engine",

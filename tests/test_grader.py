@@ -37,7 +37,7 @@ from grader.run import runner
 from grader.specs import model
 from grader.validate import cli as validate
 from grader.validate import gallery, static
-from kata import runtime, skeletons
+from kata import regions, runtime, skeletons
 from kata.catalogue import ALL_EXERCISES, EXERCISE_LIST, ROOT, SOLUTIONS, find
 
 STEM = {ex.number: ex.stem for ex in EXERCISE_LIST}
@@ -144,12 +144,44 @@ def _cli_error(*args: str) -> Callable[[Path], Run]:
     return run
 
 
+def _odd_target(kind: str) -> Callable[[Path], Run]:
+    """A target the grader must not grade as it is: a file, a folder of notes (with a report
+    from an earlier grading that must survive), a browser's duplicate name and a binary file."""
+
+    def run(tmp: Path) -> Run:
+        folder = tmp / "target"
+        folder.mkdir()
+        if kind == "file":
+            return grade(folder, "--target", str(ROOT / "README.md"))
+        if kind == "exercise-file":
+            (folder / f"{STEM['01']}.py").write_text(skeleton_text("01"))
+            return grade(folder, "--target", str(folder / f"{STEM['01']}.py"))
+        if kind == "notes":
+            (folder / "notes.txt").write_text("on paper\n")
+            (folder / f"{STEM['03']} (1).py").write_text(solution_text("03"))
+            earlier = tmp / "target-out" / "score.json"
+            earlier.parent.mkdir()
+            earlier.write_text('{"earlier": true}\n')
+            return grade(folder)
+        (folder / f"{STEM['01']}.py").write_bytes(
+            b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 40
+        )
+        (folder / f"{STEM['03']} (1).py").write_text(solution_text("03"))
+        return grade(folder, "01", "03")
+
+    return run
+
+
 RUNS: dict[str, Callable[[Path], Run]] = {
     "mixed": _mixed,
     "mixed-again": _mixed,
     "selection": _selection,
     "unknown-exercise": _cli_error("07"),
     "missing-target": _cli_error("--target", "/nonexistent/kata-target"),
+    "file-target": _odd_target("file"),
+    "exercise-file-target": _odd_target("exercise-file"),
+    "notes-target": _odd_target("notes"),
+    "binary-and-duplicate": _odd_target("binary"),
 }
 # test function -> the runs it reads
 USES = {
@@ -158,6 +190,12 @@ USES = {
     "test_deterministic": ["mixed", "mixed-again"],
     "test_zero_score_run_exits_0_and_selects_by_number_and_stem": ["selection"],
     "test_grader_cannot_run_exits_2": ["unknown-exercise", "missing-target"],
+    "test_a_target_with_nothing_to_grade_says_what_is_there_and_writes_nothing": [
+        "file-target",
+        "exercise-file-target",
+        "notes-target",
+    ],
+    "test_a_binary_file_and_a_duplicates_name_are_said_plainly": ["binary-and-duplicate"],
 }
 
 
@@ -192,7 +230,8 @@ def graded(request, tmp_path_factory):
         if item.module.__name__ != __name__:
             continue
         needed += [n for n in USES.get(item.originalname, []) if n not in needed]
-    needed.sort(key=lambda n: n not in ("unknown-exercise", "missing-target"))  # cheap first
+    cheap = ("unknown-exercise", "missing-target", "file-target", "exercise-file-target")
+    needed.sort(key=lambda n: n not in cheap)  # cheap first
     runs = Runs(needed, tmp_path_factory.mktemp("grader-runs"), max(2, os.cpu_count() or 1))
     yield runs
     runs.close()
@@ -232,7 +271,7 @@ def assert_complete(report: dict, numbers: list[str]) -> None:
 def test_the_schema_refuses_what_the_grader_never_writes():
     """The schema is a contract that can fail: a few reports it must refuse."""
     good = {
-        "schema_version": "3.0",
+        "schema_version": "3.1",
         "target": "t",
         "device": "interpreter: cpu",
         "versions": {"python": "3", "torch": "2", "triton": "3"},
@@ -356,6 +395,34 @@ def test_grader_cannot_run_exits_2(graded):
     assert unknown.report is None and missing.report is None
 
 
+def test_a_target_with_nothing_to_grade_says_what_is_there_and_writes_nothing(graded):
+    file, exercise, notes = (
+        graded.get(n) for n in ("file-target", "exercise-file-target", "notes-target")
+    )
+    assert file.code == 2 and file.report is None
+    assert f"target {ROOT / 'README.md'} is a file, not a folder (nor a .zip)" in file.console
+    assert exercise.code == 2 and exercise.report is None
+    assert f"--target {exercise.target} 01" in exercise.console
+    assert notes.code == 2 and notes.report == {"earlier": True}  # the earlier report stands
+    assert f"no exercise files in {notes.target}: it holds 2 file(s): " in notes.console
+    assert "notes.txt" in notes.console
+    assert f"'{STEM['03']} (1).py' looks like it: rename it to {STEM['03']}.py" in notes.console
+    assert not (notes.target.parent / "target-out" / "score.html").exists()
+
+
+def test_a_binary_file_and_a_duplicates_name_are_said_plainly(graded):
+    run = graded.get("binary-and-duplicate")
+    assert run.code == 0, run.console
+    binary, missing = run.exercise("01"), run.exercise("03")
+    assert binary["error"].startswith(f"{STEM['01']}.py is not a text file (it holds binary data")
+    assert binary["integrity"] is None  # no line-by-line list of every line of a binary
+    assert "skeleton line" not in run.console
+    assert missing["error"] == (
+        f"{STEM['03']}.py not found in {run.target.resolve()}; '{STEM['03']} (1).py' looks like "
+        f"it: rename it to {STEM['03']}.py"
+    )
+
+
 def test_exercise_selection_names():
     assert find("2").stem == find("02").stem == find(STEM["02"]).stem == STEM["02"]
     assert find(f"{STEM['03']}.py").stem == STEM["03"]
@@ -405,9 +472,44 @@ def test_fill_writes_code_into_the_regions_at_their_indentation():
     lines = text.splitlines()
     (hi,) = [n for n, line in enumerate(lines) if line.strip() == "hi = 7"]
     assert lines[hi] == "    hi = 7"  # the region's own indentation
-    a = lines.index("        a = 1")  # an empty region takes the indentation of the line above
+    a = lines.index("        a = 1")  # the mask's region: its one line became two
     assert lines[a + 1] == "        b = 2" and lines[a - 1].strip().startswith("#")
-    assert len(lines) == len(sk.text.splitlines()) + 2
+    assert len(lines) == len(sk.text.splitlines()) + 1
+    sk = skeletons.pristine(find("04").stem)  # its diagonal stage's region is empty
+    (empty,) = [r for r in sk.regions if r.end < r.start]
+    lines = gallery.fill(sk, {empty.todo: "a = 1"}).splitlines()
+    above = sk.text.splitlines()[empty.start - 2]
+    indent = above[: len(above) - len(above.lstrip())]
+    assert lines[empty.start - 1] == f"{indent}a = 1"  # the indentation of the line above
+
+
+def test_a_todo_that_names_a_variable_has_a_line_assigning_it_in_its_region():
+    """The static check that keeps a student's natural edit inside the regions: a TODO saying
+    "add that condition to `visible`" under a `visible = ...` line left outside its region (02
+    before issue 20) is refused; the same line moved into the region passes."""
+    outside = regions.skeleton(
+        "def k(x):\n"
+        "    visible = x > 0\n"
+        "    # TODO(mask): add the other condition to `visible`.\n"
+        "    # BEGIN SOLUTION\n"
+        "    visible = visible & (x < 9)\n"
+        "    # END SOLUTION\n"
+        "    return visible\n"
+    )
+    (problem,) = static.names_outside_regions(outside)
+    assert "TODO(mask)" in problem and "`visible`, assigned at line(s) 2" in problem
+    inside = regions.skeleton(
+        "def k(x):\n"
+        "    # TODO(mask): add the other condition to `visible`.\n"
+        "    # BEGIN SOLUTION\n"
+        "    visible = (x > 0) & (x < 9)\n"
+        "    # END SOLUTION\n"
+        "    # BEGIN SKELETON\n"
+        "    # visible = x > 0\n"
+        "    # END SKELETON\n"
+        "    return visible\n"
+    )
+    assert static.names_outside_regions(inside) == []
 
 
 def test_integrity_sees_edits_outside_the_regions_only():
@@ -839,7 +941,14 @@ def test_gradescope_and_summary_say_an_exercise_was_edited_outside_its_regions(t
     from grader.report.summary import Printer
 
     ex = _result({})
-    ex.integrity = {"ok": False, "lines": [58, 59], "diff": "-a\n+b", "strict_zeroed": True}
+    ex.integrity = {
+        "ok": False,
+        "lines": [58, 59],
+        "edited": [60, 61],
+        "regions": {"top2-mask": [[62, 62]], "renormalize": [[68, 70]]},
+        "diff": "-a\n+b",
+        "strict_zeroed": True,
+    }
     report = Report(
         target="t",
         device="interpreter: cpu",
@@ -848,15 +957,15 @@ def test_gradescope_and_summary_say_an_exercise_was_edited_outside_its_regions(t
         duration_s=1.0,
         strict=True,
     )
-    assert (
-        "changed outside its TODO regions (scored 0: strict grading), skeleton line(s) 58, 59"
-        in gradescope.results(report)["output"]
+    said = (
+        f"edited given code outside its TODO regions, at line(s) 60, 61 of {STEM['03']}.py "
+        "(skeleton line(s) 58, 59); write inside the regions: TODO(top2-mask) is line(s) 62; "
+        "TODO(renormalize) is line(s) 68-70; scored 0 (strict grading)"
     )
+    assert said in gradescope.results(report)["output"]
     out = io.StringIO()
     Printer(stream=out).exercise_done(ex)
-    assert "edited outside its TODO regions (skeleton line(s) 58, 59)" in " ".join(
-        out.getvalue().split()
-    )
+    assert said in " ".join(out.getvalue().split())
 
 
 # ---- the FA3 showcase (07): graded as right or wrong by 04's checks ----------------------------
@@ -950,3 +1059,146 @@ def test_a_lock_that_cannot_be_opened_does_not_stop_grading(tmp_path, monkeypatc
     with timing.gpu_shared():
         pass
     assert (tmp_path / "gpu.lock").stat().st_mode & 0o777 == 0o666
+
+
+# ---- a kernel that never finishes --------------------------------------------------------------
+
+
+def test_still_running_lines_tick_until_the_exercise_is_done():
+    import io
+
+    from grader.report.records import Report
+    from grader.report.summary import Printer, ticks
+
+    # The default limit's first line comes within 10 s, a short limit's well before it ends.
+    assert ticks(runner.default_timeout("interpreter", find("01")))[0] <= 9
+    assert ticks(None)[0] <= 9 and ticks(2.5) == (1.0, 1.0)
+    out = io.StringIO()
+    printer = Printer(stream=out)
+    ex = find("01")
+    printer.start(Path("t"), "interpreter: cpu", [ex], {ex.stem: 2.5})
+    printer.exercise_started(ex)
+    time.sleep(2.3)
+    printer.exercise_done(_result({}, ex.stem))
+    time.sleep(1.2)  # no line once it is done
+    empty = Report(target="t", device="d", versions={}, exercises=[], duration_s=0.0)
+    printer.finish(empty, Path("r.json"), None)
+    lines = [ln for ln in out.getvalue().splitlines() if "still running" in ln]
+    assert [ln.strip() for ln in lines] == [
+        f"... {ex.stem}: still running (1 s of 2 s)",
+        f"... {ex.stem}: still running (2 s of 2 s)",
+    ], out.getvalue()
+
+
+def test_exercise_blocks_print_in_the_order_asked_whichever_finishes_first():
+    import io
+
+    from grader.report.summary import Printer
+
+    out = io.StringIO()
+    printer = Printer(stream=out)
+    exercises = [find("01"), find("03")]
+    printer.start(Path("t"), "interpreter: cpu", exercises)
+    printer.exercise_done(_result({}, STEM["03"]))
+    assert STEM["03"] not in out.getvalue().split("Grading")[1]  # held until 01 is done
+    printer.exercise_done(_result({}, STEM["01"]))
+    text = out.getvalue()
+    assert text.index(f"{STEM['01']}  ") < text.index(f"{STEM['03']}  ")
+
+
+@slow
+def test_an_endless_loop_ticks_and_says_its_reason_once(tmp_path):
+    """With a short limit: a "still running" line well before the limit, one reason for the
+    exercise (its checks do not repeat it), and the reason in the page's paid rows."""
+    folder = tmp_path / "target"
+    folder.mkdir()
+    text = solution_text("01").replace(
+        "    for n0 in range(0, N, BLOCK_N):\n", "    n0 = 0\n    while n0 < N:\n"
+    )
+    (folder / f"{STEM['01']}.py").write_text(text)
+    report = tmp_path / "out" / "score.json"
+    cmd = [sys.executable, "-m", "grader", "01", "--target", str(folder), "--report", str(report)]
+    proc = subprocess.Popen(
+        [*cmd, "--timeout", "8", "--device", os.environ.get("KATA_TEST_DEVICE", "auto")],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    start, lines = time.monotonic(), []
+    for line in proc.stdout:
+        lines.append((time.monotonic() - start, line.rstrip()))
+    assert proc.wait(timeout=120) == 0
+    console = "\n".join(line for _, line in lines)
+    ticking = [t for t, line in lines if f"{STEM['01']}: still running (" in line]
+    assert ticking and ticking[0] < 10, console
+    assert "of 8 s)" in console
+    block = console.split("\n\n")[1]
+    assert " ".join(block.split()).count("was stopped after 8 s") == 1, console
+    got = json.loads(report.read_text())["exercises"][0]
+    assert got["error"].startswith("the submission's process was stopped after 8 s")
+    assert {c["message"] for c in got["checks"]} == {got["error"]}
+    page = report.with_suffix(".html").read_text()
+    assert page.count("not judged: the reason is above the table") == len(got["checks"])
+    assert "data-note=" not in page  # the notes did not run either: not shown as their problem
+
+
+def test_every_failed_check_says_which_todo_to_revisit_and_its_line(tmp_path):
+    """Evidence (no trap) ends with the TODO and its line; a trap's message gets the line where
+    it names its TODO; the summary names the check and the TODO, not a cut case description."""
+    import io
+
+    from grader.report.records import Report
+    from grader.report.summary import Printer
+
+    ex = _result(
+        {
+            "top2-random": ("failed", None),
+            "renormalized-random": ("failed", "weights-not-renormalized"),
+        }
+    )
+    file = tmp_path / f"{ex.id}.py"
+    file.write_text(skeleton_text("03"))
+    ex.file = str(file)
+    trap_message = TRAPS["weights-not-renormalized"].message
+    for c in ex.checks:
+        if c.id == "top2-random":
+            c.message = "300 tokens x 64 experts, a long description of the case: idx1 is wrong"
+        elif c.id == "renormalized-random":
+            c.message = f"300 tokens: {trap_message}"
+    lines = skeleton_text("03").splitlines()
+    top2 = next(n for n, s in enumerate(lines, 1) if "TODO(top2-mask)" in s)
+    renorm = next(n for n, s in enumerate(lines, 1) if "TODO(renormalize)" in s)
+    out = io.StringIO()
+    printer = Printer(stream=out)
+    printer.exercise_done(ex)
+    report = Report(target="t", device="d", versions={}, exercises=[ex], duration_s=1.0)
+    printer.finish(report, Path("r.json"), None)
+    text = " ".join(out.getvalue().split())
+    assert f"idx1 is wrong. Revisit TODO(top2-mask) (line {top2})." in text
+    assert f"TODO(renormalize) (line {renorm})" in text
+    assert f"top2-random: wrong output; revisit TODO(top2-mask) (line {top2})" in text
+    assert "a long description of the case" not in text.split("-" * 80)[1]  # the summary
+
+
+def test_at_full_marks_the_summary_points_to_what_comes_next(tmp_path):
+    import io
+
+    from grader.report.records import Report
+    from grader.report.summary import Printer
+
+    done = [_result({}, ex.stem) for ex in EXERCISE_LIST]
+    for ex in done:
+        ex.score = ex.max_score
+    report = Report(target="t", device="d", versions={}, exercises=done, duration_s=1.0)
+    out = io.StringIO()
+    page = tmp_path / "score.html"
+    Printer(stream=out).finish(report, tmp_path / "score.json", None, page)
+    text = " ".join(out.getvalue().split())
+    assert f"Open in a browser: {page.resolve().as_uri()}" in text  # file://, clickable
+    assert "Next: the performance track (" in text and "--track performance" in text
+    assert "the extensions (" in text and "docs/self-check.md" in text
+    partly = Report(target="t", device="d", versions={}, exercises=done[:1], duration_s=1.0)
+    out = io.StringIO()
+    Printer(stream=out).finish(partly, tmp_path / "score.json", None)
+    assert "Next:" not in out.getvalue()  # one exercise done is not the chapter done

@@ -252,17 +252,24 @@ def test_score_page_in_chromium(graded, tmp_path):
 @slow
 @pytest.mark.e2e
 def test_class_of_four_in_chromium(tmp_path):
-    """ada solved everything, bob nothing, cy all but 02, dee uploaded a zipped folder
-    (dee/upload/exercises/) with 01 untouched: dee is graded, not a silent 0."""
+    """ada solved everything, bob nothing, cy all but 02 (cy's files in a folder below theirs),
+    dee uploaded a zip (dee.zip, as an LMS export holds it, with upload/exercises/ inside) with
+    01 untouched: cy and dee are graded, not silent 0s."""
+    import zipfile
+
     subs, out = tmp_path / "subs", tmp_path / "out"
     solved = {"ada": "010203", "bob": "", "cy": "0103", "dee": "0203"}
     for student, numbers in solved.items():
-        folder = subs / student / ("upload/exercises" if student == "dee" else "")
+        folder = subs / student / ("upload/exercises" if student in ("cy", "dee") else "")
         folder.mkdir(parents=True)
         for ex in catalogue.EXERCISE_LIST:
             source = (catalogue.SOLUTIONS / ex.filename).read_text()
             text = source if ex.number in numbers else skeletons.pristine(ex.stem).text
             (folder / ex.filename).write_text(text)
+    with zipfile.ZipFile(subs / "dee.zip", "w") as zf:
+        for path in sorted((subs / "dee").rglob("*.py")):
+            zf.write(path, path.relative_to(subs / "dee").as_posix())
+    shutil.rmtree(subs / "dee")
     done = subprocess.run(
         [
             sys.executable,
@@ -291,7 +298,8 @@ def test_class_of_four_in_chromium(tmp_path):
         "cy": "75",
         "dee": "75",
     }
-    assert rows["dee"]["note"] == "files found in dee/upload/exercises"
+    assert rows["cy"]["note"] == "files found in cy/upload/exercises"
+    assert rows["dee"]["note"] == "unpacked from dee.zip"
     assert (
         rows["dee"]["trap:acc-not-rescaled"] == "1" and rows["ada"]["trap:acc-not-rescaled"] == ""
     )
@@ -303,7 +311,7 @@ def test_class_of_four_in_chromium(tmp_path):
     text = " ".join(shown["text"].split())
     assert "acc-not-rescaled 2/4" in text and "bob, dee" in text
     assert "causal-square" in text and "2/4" in text  # a check's pass rate
-    assert "files found in dee/upload/exercises" in text
+    assert "files found in cy/upload/exercises" in text and "unpacked from dee.zip" in text
     assert [f for f in shown["figures"] if f["shown"]]  # the score distribution
     assert shown["requests"] == [] and shown["scripts"] == 1
     assert (out / "dee" / "score.html").exists()
@@ -332,3 +340,24 @@ def test_page_shows_timed_and_skipped_performance():
     assert "M=1M E=128 float32" in page and "x43.40 vs torch" in page
     skipped = html.render(_report(performance=timing.score(None, correct=True)))
     assert "timing skipped: timing needs a CUDA GPU" in skipped
+
+
+def test_a_page_graded_by_one_check_set_badges_no_check_hidden():
+    """In a full checkout every check is hidden: a badge on each row says nothing. One line
+    says which checks graded; a badge marks hidden checks only beside public ones."""
+    report = _report()
+    page = html.render(report)
+    assert 'class="tag hidden"' not in page and 'id="checkset"' in page
+    ex = report.exercises[0]
+    public = CheckResult(
+        id="public-online-softmax",
+        todo="rescale-acc",
+        status="passed",
+        points=25,
+        max_points=25,
+        trap=None,
+        message="",
+        hidden=False,
+    )
+    ex.checks.append(public)
+    assert html.render(report).count('class="tag hidden"') == 1  # the hidden one, beside it

@@ -18,7 +18,7 @@ from kata.catalogue import ALL_EXERCISES, SOLUTIONS, find
 
 STEMS = [ex.stem for ex in ALL_EXERCISES]  # an exercise is named through the manifest
 S01, S02, S03, S04, S06 = (find(n).stem for n in ("01", "02", "03", "04", "06"))
-CAUSAL_MASK = "visible = visible & (offs_m[:, None] >= offs_n[None, :])"
+CAUSAL_MASK = "visible = col_ok[None, :] & (offs_m[:, None] >= offs_n[None, :])"
 
 
 def solution(stem: str) -> str:
@@ -72,7 +72,7 @@ def test_region_code_is_mapped_to_its_todo():
     assert line_of(text, "p1 = tl.max(rest, axis=0)") not in integrity.todo_lines  # given code
     text = solution(S02)
     integrity = skeletons.check(skeletons.pristine(S02), text)
-    assert integrity.todo_lines[line_of(text, CAUSAL_MASK)] == "causal-mask"  # an empty region
+    assert integrity.todo_lines[line_of(text, CAUSAL_MASK)] == "causal-mask"
 
 
 @pytest.mark.parametrize(
@@ -123,7 +123,8 @@ def test_a_string_across_two_regions_is_an_edit_of_the_given_lines_it_covers(quo
 def test_a_string_across_the_two_window_regions_is_an_edit_of_the_loop_it_covers():
     sk = skeletons.pristine(S06)
     closing = (
-        "        # above the loop, so that key tiles left of every row's window are never loaded.\n"
+        "        # `lo` above the loop, so that key tiles left of every row's window are never "
+        "loaded.\n"
     )
     text = edit(
         sk.text,
@@ -145,7 +146,7 @@ def test_a_string_across_the_two_window_regions_is_an_edit_of_the_loop_it_covers
     covered = code_lines(
         sk.text,
         line_of(sk.text, "for n0 in range(lo, hi"),
-        line_of(sk.text, "visible = col_ok[None, :] &"),
+        line_of(sk.text, "v = tl.load(v_ptrs"),  # the given code above the mask's region
     )
     assert skeletons.check(sk, text).lines == covered
 
@@ -429,3 +430,40 @@ def test_screen_joins_both_rules_in_line_order():
         (line_of(text, "import os"), NON_TRITON_PATH),
         (line_of(text, "eval('1')"), TODO_ALLOWLIST),
     ]
+
+
+def test_the_line_a_todo_says_to_extend_is_inside_its_region():
+    """02's TODO says "add that condition to `visible`": editing that line is region code, not
+    an edit of given code (issue 20: it was flagged, and scored 0 under --strict)."""
+    for stem, old in (
+        (S02, "        visible = col_ok[None, :]\n"),
+        (S06, "        visible = col_ok[None, :] & (offs_m[:, None] >= offs_n[None, :])\n"),
+    ):
+        sk = skeletons.pristine(stem)
+        text = edit(sk.text, (old, old.rstrip("\n") + " & (offs_n[None, :] >= 0)\n"))
+        assert skeletons.check(sk, text).ok, stem
+
+
+def test_integrity_says_where_the_regions_are_in_the_students_file():
+    sk = skeletons.pristine(S02)
+    mask = line_of(sk.text, "visible = col_ok[None, :]")
+    assert skeletons.check(sk, sk.text).regions == {
+        "causal-mask": [[line_of(sk.text, "    hi = N"), line_of(sk.text, "    hi = N")], [mask, mask]]
+    }
+    # Three lines added above the regions and code added in the mask's: its lines move and grow.
+    text = edit(sk.text, ("    pid_m = tl.program_id(0)\n", "    pid_m = tl.program_id(0)\n\n\n\n"))
+    text = edit(text, ("        visible = col_ok[None, :]\n", "        a = 1\n        visible = col_ok[None, :]\n"))
+    text = edit(text, ("        scores = tl.dot(q, tl.trans(k)) * scale\n", "        scores = tl.dot(q, k) * 2\n"))
+    found = skeletons.check(sk, text)
+    assert found.regions["causal-mask"][1] == [mask + 3, mask + 4]
+    assert found.edited == [line_of(text, "scores = tl.dot(q, k) * 2")]
+
+
+def test_a_deletion_in_given_code_is_reported_at_the_students_line():
+    sk = skeletons.pristine(S01)
+    text = "# my notes\n# more\n" + edit(
+        sk.text, ("l_i = l_i * alpha + tl.sum(p, axis=1)", "l_i = l_i + tl.sum(p, axis=1)")
+    )
+    found = skeletons.check(sk, text)
+    assert found.lines == [line_of(sk.text, "l_i = l_i * alpha")]
+    assert found.edited == [line_of(text, "l_i = l_i + tl.sum")]  # two lines further down

@@ -112,6 +112,15 @@ def test_watch_grades_once_and_stops(tmp_path):
     proc = run("-m", "kata.student.watch", "03", "--target", str(tmp_path), "--max-runs", "1")
     assert proc.returncode == 0, proc.stderr
     assert "watching" in proc.stdout and "50/50" in proc.stdout
+    # The backend is chosen once: its notice (on a machine without a GPU) is not repeated by
+    # every grading watch starts.
+    assert proc.stderr.count("no CUDA GPU found") <= 1, proc.stderr
+
+
+def test_watch_stops_when_the_grader_cannot_grade(tmp_path):
+    proc = run("-m", "kata.student.watch", "03", "--target", str(tmp_path), "--max-runs", "3")
+    assert proc.returncode == 2  # an empty folder: said once, not watched forever
+    assert proc.stderr.count("no exercise files in") == 1, proc.stderr
 
 
 @slow
@@ -234,13 +243,18 @@ def test_autograder_grades_a_submission(tmp_path):
     for script in ("run_autograder", "setup.sh"):
         assert bundle.getinfo(script).external_attr >> 16 & 0o111, f"{script} is not executable"
     assert (root / "source" / "setup.sh").exists()
-    nested = root / "submission" / "my-upload"  # students often zip a folder
+    # Students often zip a folder, and a zip upload reaches the autograder as it came.
+    nested = tmp_path / "my-upload"
     nested.mkdir(parents=True)
     for ex in catalogue.EXERCISE_LIST:
         if ex.number == "02":
             copy_skeleton(ex, nested)
         else:
             shutil.copy(catalogue.SOLUTIONS / ex.filename, nested)
+    (root / "submission").mkdir(parents=True)
+    with zipfile.ZipFile(root / "submission" / "upload.zip", "w") as zf:
+        for path in sorted(nested.iterdir()):
+            zf.write(path, f"my-upload/{path.name}")
     # run_autograder calls `python3`: let that be this interpreter, as setup.sh makes it there.
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "PYTHONPATH": outside_path(), "PATH": path}
@@ -260,6 +274,7 @@ def test_autograder_grades_a_submission(tmp_path):
     assert failed and all(t["name"].startswith("02_") for t in failed)
     assert all("causal-mask-missing" in t["output"] for t in failed)
     assert json.loads((root / "results" / "score.json").read_text())["checkset"] == "hidden"
+    assert "unpacked from upload.zip" in proc.stderr
 
 
 def _copy_of_the_tree(dest: Path) -> Path:
@@ -303,3 +318,272 @@ def test_a_new_exercise_passes_the_static_checks_at_once(tmp_path):
     assert proc.returncode == 0 and "static checks: OK" in proc.stdout, proc.stdout + proc.stderr
     again = subprocess.run(new, cwd=tree, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "number 10 is taken" in again.stderr
+
+
+def _nox_program() -> str | None:
+    """The nox that runs these tests (the noxfile says how it was started), or the README's."""
+    given = os.environ.get("KATA_NOX", "").strip()
+    if given:
+        path = Path(given) if Path(given).is_absolute() else ROOT / given
+        if path.exists():
+            return str(path)
+        return shutil.which(given)
+    local = ROOT / ".venv" / "bin" / "nox"
+    return str(local) if local.exists() else shutil.which("nox")
+
+
+@slow
+@e2e
+def test_the_instructor_guides_gradescope_recipe_works_as_typed(tmp_path):
+    """docs/instructors.md's "try the bundle locally", line by line as printed (its /tmp/agr
+    moved under tmp_path): a fresh virtual environment, setup.sh, run_autograder, a score of
+    100 for the reference solutions. torch comes from pip's own configuration here
+    (TORCH_INDEX_URL empty), so that a machine with a local mirror needs no network for it."""
+    nox = _nox_program()
+    if nox is None:
+        pytest.skip("no nox to run `nox -s autograder` with")
+    guide = (ROOT / "docs" / "instructors.md").read_text()
+    block = guide.split("Try the bundle locally", 1)[1].split("```\n", 2)[1]
+    assert block.startswith("nox -s autograder\n") and "run_autograder" in block
+    script = block.replace("/tmp/agr", str(tmp_path / "agr"))
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "nox").symlink_to(nox)
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME", "KATA_NOX")
+    }
+    env.update(
+        PATH=f"{shim}{os.pathsep}{env['PATH']}",
+        PYTHONPATH=outside_path(),
+        TORCH_INDEX_URL="",
+    )
+    proc = subprocess.run(
+        ["bash", "-e", "-c", script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert '"score": 100' in proc.stdout, proc.stdout[-3000:]
+    results = json.loads((tmp_path / "agr" / "results" / "results.json").read_text())
+    assert results["score"] == 100 and len(results["tests"]) > 10
+
+
+def test_the_bundles_missing_package_message_says_to_run_its_setup(tmp_path):
+    """The grader in the Gradescope bundle, run by a Python without torch: the message names
+    the bundle's setup.sh, not a nox session the bundle does not have."""
+    root = tmp_path / "agr"
+    zipfile.ZipFile(autograder(tmp_path / "a.zip")).extractall(root / "source")
+    (root / "submission").mkdir()
+    copy_skeleton(catalogue.find("01"), root / "submission")
+    env = {**os.environ, "PYTHONPATH": "", "PYTHONNOUSERSITE": "1"}
+    # -S: no site packages at all, so torch is missing whatever this machine has installed.
+    proc = subprocess.run(
+        [sys.executable, "-S", "-m", "grader.run.autograder", "--root", str(root)],
+        cwd=root / "source",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "missing Python packages: torch" in proc.stderr, proc.stderr
+    assert f"bash {root / 'source' / 'setup.sh'}` installs them" in proc.stderr
+    assert "nox" not in proc.stderr
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert results["score"] == 0 and "could not grade" in results["output"]
+
+
+# ---- uploads: zips, empty uploads, a student's folder given as the class ---------------------
+
+
+def _zip(path: Path, members: dict[str, bytes], link: str | None = None) -> Path:
+    """A zip of ``members`` (name -> bytes), and a symbolic link named ``link`` if given."""
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+        if link:
+            info = zipfile.ZipInfo(link)
+            info.external_attr = (0o120777) << 16  # S_IFLNK
+            zf.writestr(info, "/etc/passwd")
+    return path
+
+
+def test_a_zip_upload_is_unpacked_where_asked_and_graded_there(tmp_path):
+    from grader.run import discover
+
+    ex = catalogue.find("01")
+    upload = tmp_path / "ada"
+    upload.mkdir()
+    _zip(upload / "my work.zip", {f"work/exercises/{ex.filename}": b"x = 1\n", "notes.txt": b""})
+    found = discover.locate(upload, tmp_path / "scratch")
+    assert found.folder == tmp_path / "scratch" / "my work" / "work" / "exercises"
+    assert [z.name for z in found.unpacked] == ["my work.zip"] and not found.problems
+    given = discover.locate(upload / "my work.zip", tmp_path / "again")  # the zip itself
+    assert given.folder == tmp_path / "again" / "my work" / "work" / "exercises"
+    nothing = discover.locate(tmp_path / "scratch" / "my work", tmp_path / "x")
+    assert nothing.folder is not None  # the unpacked folder itself: found, nothing unpacked
+    empty = tmp_path / "bob"
+    (empty / "sub").mkdir(parents=True)
+    (empty / "sub" / "report.pdf").write_bytes(b"%PDF")
+    found = discover.locate(empty, tmp_path / "scratch-bob")
+    assert found.folder is None
+    assert (
+        found.why_not(empty) == f"no exercise files in {empty}: it holds 1 file(s): sub/report.pdf"
+    )
+
+
+@pytest.mark.parametrize(
+    ("members", "link", "limits", "said"),
+    [
+        ({"/etc/cron.d/x": b"x"}, None, {}, "has an absolute path"),
+        ({"C:/x.py": b"x"}, None, {}, "has an absolute path"),
+        ({"ok/../../x.py": b"x"}, None, {}, "climbs out of the folder"),
+        ({"a\\..\\..\\x.py": b"x"}, None, {}, "climbs out of the folder"),
+        ({"a.py": b"x"}, "evil", {}, "is a symbolic link"),
+        ({f"f{i}.py": b"x" for i in range(4)}, None, {"MAX_MEMBERS": 3}, "4 members, more than 3"),
+        ({"big.py": b"x" * 4096}, None, {"MAX_BYTES": 2048}, "unpacks to more than"),
+    ],
+    ids=["absolute", "drive", "dot-dot", "backslash-dot-dot", "symlink", "members", "size"],
+)
+def test_an_unsafe_zip_is_refused_with_its_reason(
+    tmp_path, monkeypatch, members, link, limits, said
+):
+    from grader.run import discover
+
+    for name, value in limits.items():
+        monkeypatch.setattr(discover, name, value)
+    archive = _zip(tmp_path / "up.zip", members, link)
+    with pytest.raises(discover.UploadError, match=said) as refused:
+        discover.unpack(archive, tmp_path / "dest")
+    assert str(refused.value).startswith("up.zip: ")
+    assert not (tmp_path / "dest").exists()  # refused before anything was written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["up.zip"]
+
+
+def test_a_damaged_or_fake_zip_is_refused_with_its_reason(tmp_path):
+    from grader.run import discover
+
+    fake = tmp_path / "fake.zip"
+    fake.write_bytes(b"not a zip at all")
+    with pytest.raises(discover.UploadError, match="fake.zip: not a readable zip"):
+        discover.unpack(fake, tmp_path / "a")
+    data = bytearray(_zip(tmp_path / "bad.zip", {"a.py": b"x" * 1000}).read_bytes())
+    data[data.find(b"x" * 100)] = ord("y")  # stored, not compressed: the CRC no longer holds
+    (tmp_path / "bad.zip").write_bytes(bytes(data))
+    with pytest.raises(discover.UploadError, match="bad.zip: damaged"):
+        discover.unpack(tmp_path / "bad.zip", tmp_path / "b")
+    assert not (tmp_path / "b").exists()
+
+
+def test_batch_says_what_an_upload_without_exercise_files_holds_and_never_scores_it(tmp_path):
+    """eve uploaded notes, fay a zip that climbs out of its folder: neither is graded (no score,
+    never a 0), the gradebook and the class page say what each upload holds."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    (subs / "eve").mkdir(parents=True)
+    (subs / "eve" / "notes.txt").write_text("I did it on paper\n")
+    _zip(subs / "fay.zip", {"../../01_flash_attention_stolen.py": b"x"})
+    proc = run("-m", "grader.classroom.batch", "--submissions", str(subs), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "grading 0, 0 already graded, 2 without exercise files" in proc.stdout
+    rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
+    assert {s: (r["status"], r["score"], r["max_score"]) for s, r in rows.items()} == {
+        "eve": ("no_files", "", ""),
+        "fay": ("no_files", "", ""),
+    }
+    assert "it holds 1 file(s): notes.txt" in rows["eve"]["note"]
+    assert "fay.zip: member '../../" in rows["fay"]["note"] and "climbs out" in rows["fay"]["note"]
+    assert not (out / "fay" / "upload").exists()
+    assert "eve: no_files: no exercise files in" in proc.stdout
+    page = (out / "class.html").read_text()
+    assert 'id="no-files"' in page and "notes.txt" in page and "0 graded" in page
+
+
+def test_batch_refuses_one_students_folder_and_an_empty_class(tmp_path):
+    one = tmp_path / "ada"
+    one.mkdir()
+    copy_skeleton(catalogue.find("01"), one)
+    proc = run(
+        "-m", "grader.classroom.batch", "--submissions", str(one), "--out", str(tmp_path / "o")
+    )
+    assert proc.returncode == 2
+    assert "looks like one student's folder" in proc.stderr
+    assert f"--target {one}" in proc.stderr
+    assert not (tmp_path / "o").exists()
+    empty = tmp_path / "class"
+    empty.mkdir()
+    proc = run(
+        "-m", "grader.classroom.batch", "--submissions", str(empty), "--out", str(tmp_path / "o")
+    )
+    assert proc.returncode == 2 and "holds no student folder or zip (nothing)" in proc.stderr
+
+
+def test_the_autograder_tells_a_student_whose_upload_holds_no_exercise_file_what_it_holds(tmp_path):
+    root = tmp_path / "agr"
+    (root / "submission").mkdir(parents=True)
+    (root / "submission" / "homework.pdf").write_bytes(b"%PDF")
+    ex = catalogue.find("03")
+    (root / "submission" / f"{ex.stem} (1).py").write_text("x = 1\n")
+    proc = run("-m", "grader.run.autograder", "--root", str(root))
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert results["score"] == 0 and results["tests"] == []
+    said = results["output"]
+    assert said.startswith("No exercise file was found in your upload, which holds 2 file(s): ")
+    assert f"'{ex.stem} (1).py' looks like it: rename it to {ex.filename}" in said
+    assert "tell your instructor" not in said  # the student's to fix, not the grader's failure
+
+
+def test_help_shows_the_command_as_the_student_typed_it():
+    env = {"KATA_SESSION": "grade", "KATA_NOX": ".venv/bin/nox"}
+    assert run("-m", "grader", "--help", env=env).stdout.startswith(
+        "usage: .venv/bin/nox -s grade -- "
+    )
+    assert run("-m", "grader", "--help").stdout.startswith("usage: python -m grader ")
+    helped = run("-m", "grader", "--help").stdout
+    assert "0: no limit" in " ".join(helped.split())
+    refused = run("-m", "grader", "--timeout", "-5")
+    assert refused.returncode == 2 and "--timeout -5: give seconds" in refused.stderr
+
+
+@e2e
+def test_a_students_sessions_print_no_nox_lines(tmp_path):
+    """`nox -s hint -- 01` prints the hint, not nox's session, probe and command lines."""
+    nox = _nox_program()
+    if nox is None or not (ROOT / ".nox" / "kata").exists():
+        pytest.skip("no nox, or no .nox/kata yet (its first run prints what it installs)")
+    state = hints.STATE
+    saved = state.read_bytes() if state.exists() else None
+    try:
+        proc = subprocess.run(
+            [nox, "-s", "hint", "--", "01"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    finally:  # the student's hint level, as it was
+        if saved is None:
+            state.unlink(missing_ok=True)
+        else:
+            state.write_bytes(saved)
+    assert proc.returncode == 0, proc.stderr
+    noise = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("nox >")]
+    assert noise == [] and "Hints for" in proc.stdout
+
+
+@pytest.mark.skipif(
+    __import__("torch").cuda.is_available(), reason="needs a machine without a CUDA GPU"
+)
+def test_asking_for_cuda_without_a_gpu_names_what_asked_for_it():
+    flag = run("-m", "grader", "--device", "cuda")
+    assert flag.returncode == 2
+    assert "--device cuda was requested but torch sees no CUDA GPU (" in flag.stderr
+    assert "KATA_DEVICE" not in flag.stderr and "--device interpreter or auto" in flag.stderr
+    env = run("-m", "grader", env={"KATA_DEVICE": "cuda"})
+    assert env.returncode == 2
+    assert "KATA_DEVICE=cuda (set in the environment) was requested" in env.stderr

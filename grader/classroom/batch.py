@@ -11,8 +11,11 @@ process (with the grader's usual per-exercise isolation) by one of two engines
 
 Writes ``OUT/<student>/score.json`` (and ``score.html``), ``OUT/gradebook.csv`` (with one column
 per trap) and ``OUT/class.html`` (grader.classroom.dashboard). A student's files may sit in a folder below
-theirs, as an unzipped upload's do: the grader finds them (grader.run.discover). A rerun skips
-students already graded by the same grader version, unless ``--force``.
+theirs, as an unzipped upload's do, or in a zip (a student's folder holding zips, or a zip in DIR
+standing for the student): the grader finds them, and unpacks zips safely into
+``OUT/<student>/upload/`` (grader.run.discover). An upload with no exercise file is not graded
+(status ``no_files``, with what it holds). A rerun skips students already graded by the same
+grader version, unless ``--force``.
 """
 
 from __future__ import annotations
@@ -25,20 +28,68 @@ from pathlib import Path
 
 from grader.classroom import dashboard
 from grader.classroom.engines import local, slurm
-from grader.classroom.engines.task import Task, clear, files, grader_version, is_graded, read_json
+from grader.classroom.engines.task import (
+    Task,
+    clear,
+    files,
+    grader_version,
+    is_graded,
+    read_json,
+    write_json,
+)
+from grader.run import discover
 from kata.catalogue import EXERCISE_LIST, ROOT
 
 # The gradebook's status column: only "graded" rows have a score.
-STATUSES = ("graded", "infra_error", "grader_error", "queued", "running", "not_graded")
+STATUSES = (
+    "graded",
+    "no_files",
+    "infra_error",
+    "grader_error",
+    "queued",
+    "running",
+    "not_graded",
+)
 
 
 def find_students(submissions: Path) -> dict[str, Path]:
-    """{student: the folder to grade}: one subfolder of DIR per student."""
-    return {
-        d.name: d.resolve()
-        for d in sorted(submissions.iterdir())
-        if d.is_dir() and not d.name.startswith(".")
-    }
+    """{student: their upload}: one subfolder of DIR per student, or one zip (an LMS export's
+    uploads as they came; the student is the zip's name without .zip)."""
+    found = {}
+    for d in sorted(submissions.iterdir()):
+        if d.name.startswith(".") or d.name in discover.IGNORED:
+            continue
+        if d.is_dir():
+            found[d.name] = d.resolve()
+        elif d.suffix.lower() == ".zip" and d.is_file():
+            name = d.stem if not (submissions / d.stem).is_dir() else d.name
+            found[name] = d.resolve()
+    return found
+
+
+def not_a_class(submissions: Path, students: dict[str, Path]) -> str | None:
+    """Why DIR does not look like a class (one folder or zip per student), or None: exercise
+    files at its top are one student's own folder, given by mistake."""
+    own = sorted(ex.filename for ex in EXERCISE_LIST if (submissions / ex.filename).is_file())
+    if own:
+        return (
+            f"{submissions} holds exercise files itself ({', '.join(own)}): it looks like one "
+            "student's folder. --submissions takes the folder that holds one subfolder (or zip) "
+            "per student; to grade one student, run `python -m grader --target "
+            f"{submissions}` (or `nox -s grade -- --target {submissions}`)"
+        )
+    if not students:
+        return (
+            f"{submissions} holds no student folder or zip ({discover.contents(submissions)}): "
+            "--submissions takes the folder that holds one subfolder (or zip) per student"
+        )
+    return None
+
+
+def upload_folder(out: Path, student: str, upload: Path) -> discover.Found:
+    """Where a student's exercise files are: in their folder, or in the zips of their upload,
+    unpacked into OUT/<student>/upload/."""
+    return discover.locate(upload, files(out, student).folder / "upload")
 
 
 @dataclass
@@ -65,7 +116,7 @@ def gather(out: Path) -> list[Row]:
             stale = record is not None and record.get("grader_version") != version
             note = f"graded by grader {record['grader_version']}, not {version}" if stale else ""
             rows[student] = Row(student, "graded", report, note)
-        elif record and record.get("status") == "grader_error":
+        elif record and record.get("status") in ("grader_error", "no_files"):
             rows[student] = Row(student, record["status"], None, record.get("reason", ""))
         else:  # running, never started, or stopped from outside: ask Slurm why
             unsettled.append(student)
@@ -235,12 +286,41 @@ def main(argv: list[str] | None = None) -> int:
             return 2
 
     students = find_students(args.submissions)
+    problem = not_a_class(args.submissions, students)
+    if problem:
+        print(f"batch: {problem}", file=sys.stderr)
+        return 2
     out.mkdir(parents=True, exist_ok=True)
     for student in students:  # OUT lists the class, for --gather
         (out / student).mkdir(exist_ok=True)
     version = grader_version()
     todo = [s for s in students if args.force or not is_graded(out, s, version)]
     skipped = len(students) - len(todo)
+    # Each upload's exercise files, zips unpacked; an upload without any is not graded, and its
+    # row says what it holds (no score, never a 0).
+    targets, unpacked, empty = {}, {}, []
+    for student in todo:
+        found = upload_folder(out, student, students[student])
+        if found.unpacked:  # graded where its zips were unpacked
+            targets[student] = found.folder
+            unpacked[student] = "unpacked from " + ", ".join(z.name for z in found.unpacked)
+            continue
+        if found.folder is not None:  # the grader finds the files below the student's folder
+            targets[student] = students[student]
+            continue
+        empty.append(student)
+        clear(out, student)
+        write_json(
+            files(out, student).task,
+            {
+                "student": student,
+                "target": str(students[student]),
+                "status": "no_files",
+                "grader_version": version,
+                "reason": found.why_not(students[student]),
+            },
+        )
+    todo = [s for s in todo if s in targets]
 
     if slurm_mode:
         gpus = args.gpus_per_task
@@ -274,14 +354,16 @@ def main(argv: list[str] | None = None) -> int:
     else:
         slots, inner, where = local.plan(args.device, args.jobs)
         where = f"{len(slots)} worker(s) on {where}"
+    without = f", {len(empty)} without exercise files" if empty else ""
     print(
         f"{len(students)} student(s) in {args.submissions}: grading {len(todo)}, "
-        f"{skipped} already graded; {where}; grader {version}"
+        f"{skipped} already graded{without}; {where}; grader {version}"
     )
     tasks = [
         Task(
             student=s,
-            target=str(students[s]),
+            target=str(targets[s]),
+            upload=unpacked.get(s),
             out=str(out),
             device=args.device,
             jobs=inner,

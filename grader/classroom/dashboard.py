@@ -47,11 +47,8 @@ class Student:
 
 
 def upload_note(report: dict, folder: Path | None) -> str:
-    """What the gradebook says about an odd upload: no exercise file anywhere in it (so its 0
-    is no one's score), or the folder below the student's where the files were found."""
-    exercises = report.get("exercises", [])
-    if exercises and all("not found in" in (e.get("error") or "") for e in exercises):
-        return "no exercise files found in the upload"
+    """What the gradebook says about an odd upload: the folder below the student's where the
+    files were found (an upload with no exercise file is not graded at all: status no_files)."""
     if not report.get("target") or folder is None:
         return ""
     target = Path(report["target"])
@@ -70,7 +67,8 @@ def annotate(rows: list, out: Path) -> list:
         if row.report is None or row.note:
             continue
         record = read_json(files(out, row.student).task) or {}
-        row.note = upload_note(row.report, Path(record["target"]) if record.get("target") else None)
+        found = upload_note(row.report, Path(record["target"]) if record.get("target") else None)
+        row.note = "; ".join(n for n in (record.get("upload"), found) if n)
     return rows
 
 
@@ -125,9 +123,10 @@ def write_pages(rows: list, out: Path, title: str) -> Path | None:
 
 def summary(students: list[Student]) -> dict:
     """The page's numbers: checks' pass rates, traps and who fell into them, flags. A student
-    whose upload held no exercise file is listed apart, not counted as a class member's 0."""
-    no_files = [s for s in students if s.graded and s.note.startswith("no exercise files")]
-    graded = [s for s in students if s.graded and s not in no_files]
+    whose upload held no exercise file is listed apart, with what it held: not graded, so never
+    counted as a class member's 0."""
+    no_files = [s for s in students if s.status == "no_files"]
+    graded = [s for s in students if s.graded]
     checks: dict[tuple[str, str], dict] = {}
     traps: dict[str, list[str]] = {}
     integrity = []
@@ -170,7 +169,9 @@ def summary(students: list[Student]) -> dict:
         "traps": [{"trap": TRAPS.get(t), "id": t, "students": names} for t, names in ranked],
         "integrity": integrity,
         "infrastructure": [s for s in students if s.infrastructure],
-        "pending": [s for s in students if not s.graded and not s.infrastructure],
+        "pending": [
+            s for s in students if not s.graded and not s.infrastructure and s not in no_files
+        ],
         "no_files": no_files,
         "nested": [s for s in graded if s.note.startswith("files found in")],
     }

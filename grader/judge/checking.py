@@ -42,7 +42,9 @@ def _gap(form: Output, right: Output, judge: judges.Judge, case: Case) -> float:
     ``separation`` absolute tolerances (indices: any difference is infinitely far)."""
     gaps = []
     for key, predicted in form.items():
-        if key.startswith("idx"):
+        if key.endswith(".unwritten"):  # the right answer writes everything
+            gaps.append(float("inf") if np.asarray(predicted).any() else 0.0)
+        elif key.startswith("idx"):
             gaps.append(0.0 if np.array_equal(predicted, right[key]) else float("inf"))
         else:
             unit = judge.tol(key, case)[0] * judge.interface.separation
@@ -51,9 +53,15 @@ def _gap(form: Output, right: Output, judge: judges.Judge, case: Case) -> float:
 
 
 def _matches(got: Output, form: Output, judge: judges.Judge, case: Case) -> bool:
-    """Whether ``got`` is this form of a trap. Unwritten output is no trap's doing, and a form
-    with no finite value says nothing a NaN-filled output would not also say."""
+    """Whether ``got`` is this form of a trap. Unwritten output is no trap's doing, unless the
+    form says which elements the mistake leaves unwritten (a ``KEY.unwritten`` mask, to be met
+    exactly); and a form with no finite value says nothing a NaN-filled output would not also
+    say."""
     for key, predicted in form.items():
+        if key.endswith(".unwritten"):
+            if not np.array_equal(np.asarray(got.get(key, False)), predicted):
+                return False
+            continue
         unwritten = got.get(f"{key}.unwritten")
         if unwritten is not None and unwritten.any():
             return False

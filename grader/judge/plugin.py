@@ -35,9 +35,10 @@ class Submission:
             raise checking.SubmissionError(errors[0])
         if runs:
             return runs
+        if self.launch.stopped:  # the same words for every check it left unjudged: said once
+            raise checking.SubmissionError(f"not judged: {self.launch.stopped}")
         case = self.spec.cases[name]
-        stopped = self.launch.stopped or "the kernel produced no output"
-        raise checking.SubmissionError(f"case {name} ({case.about}): {stopped}")
+        raise checking.SubmissionError(f"case {name} ({case.about}): the kernel produced no output")
 
     def output(self, name: str) -> Output:
         """The outputs of a case that ran once (a twin's plain layout, say)."""

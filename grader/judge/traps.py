@@ -40,6 +40,7 @@ def online_softmax(
     mask_after_exp: bool = False,
     skip_future: bool = False,
     fixed_reference: bool = False,
+    rescale: str = "before",
 ) -> np.ndarray:
     """The flash loop of 01/02 in float32, with one mistake switched on.
 
@@ -48,7 +49,9 @@ def online_softmax(
     l_i follows the new maximum, acc does not; ``mask_after_exp``: the mask zeroes p after the
     maximum and the exponential took every key into account; ``skip_future``: the key loop of
     each query block stops after its last row (the solution's ``hi``); ``fixed_reference``:
-    the reference point stays ``m_init`` (no running maximum at all).
+    the reference point stays ``m_init`` (no running maximum at all); ``rescale``: when acc
+    meets alpha, ``"before"`` the tile is added (right), ``"after"`` it (the new tile scaled
+    down too), or ``"twice"`` (alpha squared).
     """
     q, k, v = (np.asarray(case.inputs[n], np.float32) for n in "qkv")
     M, N = len(q), len(k)
@@ -77,7 +80,15 @@ def online_softmax(
                 if mask_after_exp:
                     p = np.where(seen, p, np.float32(0))
                 l_i = l_i * alpha + p.sum(axis=1)
-                acc = (acc * alpha[:, None] if rescale_acc else acc) + p @ v[n0 : n0 + bn]
+                tile = p @ v[n0 : n0 + bn]
+                if not rescale_acc:
+                    acc = acc + tile
+                elif rescale == "after":
+                    acc = (acc + tile) * alpha[:, None]
+                elif rescale == "twice":
+                    acc = acc * alpha[:, None] * alpha[:, None] + tile
+                else:
+                    acc = acc * alpha[:, None] + tile
                 m = m_new
             out[rows] = acc / l_i[:, None]
     return out
@@ -98,6 +109,14 @@ def _qkv(case: Case):
 
 def _unrescaled(case: Case, _got: Output) -> list[Output]:
     return [{"out": online_softmax(case, rescale_acc=False)}]
+
+
+def _rescaled_after_add(case: Case, _got: Output) -> list[Output]:
+    return [{"out": online_softmax(case, rescale="after")}]
+
+
+def _alpha_twice(case: Case, _got: Output) -> list[Output]:
+    return [{"out": online_softmax(case, rescale="twice")}]
 
 
 def _max_from_zero(case: Case, _got: Output) -> list[Output]:
@@ -227,6 +246,18 @@ def _raw_weights(case: Case, got: Output) -> list[Output]:
     return [{"w0": probs[rows, i0], "w1": probs[rows, i1]}]
 
 
+def _one_token_per_tile(case: Case, _got: Output) -> list[Output]:
+    """Every row of a program's tile is the tile's first token: only the tokens at multiples of
+    BLOCK_M are written. BLOCK_M is the case's pinned one, or each one the kernel may offer."""
+    M = len(case.inputs["logits"])
+    pinned = (case.config or {}).get("BLOCK_M")
+    forms = []
+    for block_m in (pinned,) if pinned else (16, 32, 64, 128):
+        unwritten = np.arange(M) % block_m != 0
+        forms.append({f"{key}.unwritten": unwritten for key in ("w0", "w1", "idx0", "idx1")})
+    return forms
+
+
 # ---- the performance track's attention (B, H, S, D) -------------------------------------------
 
 
@@ -288,6 +319,47 @@ ACC_NOT_RESCALED = Trap(
     ),
     forms=_unrescaled,
     invariant="acc and l_i are always weighted against the same running maximum m_i.",
+)
+ACC_RESCALED_AFTER_ADD = Trap(
+    id="acc-rescaled-after-add",
+    todo="rescale-acc",
+    summary="acc was rescaled after the new tile was added",
+    message="acc was multiplied by alpha after this tile's p @ v was added to it. That tile is "
+    "already weighted against the new maximum, so it was scaled down as well, and every tile "
+    "ends up too small by the alpha of its own step. Rescale what acc held before, then add "
+    "the tile: TODO(rescale-acc).",
+    hint="rescale acc, then add the tile (TODO rescale-acc)",
+    why=(
+        "`alpha = exp(m_old - m_new)` converts the terms summed so far from the old reference "
+        "point to the new one. The tile being added now was computed against `m_new` already "
+        "(`p = exp(scores - m_new)`), so it must not be converted again. Writing `acc = (acc + "
+        "p @ v) * alpha` converts it anyway: each tile comes out too small by the `alpha` of the "
+        "step that added it, while `l_i`, rescaled before its own sum was added, does not. The "
+        "mistake is invisible while no later block raises a row's maximum (every `alpha` is "
+        "then 1 after the first tile), which is why the checks use keys whose every block "
+        "raises it."
+    ),
+    forms=_rescaled_after_add,
+    invariant="Each tile is added to acc already weighted against the running maximum; only what acc held before is rescaled.",
+)
+ALPHA_APPLIED_TWICE = Trap(
+    id="alpha-applied-twice",
+    todo="rescale-acc",
+    summary="acc was multiplied by alpha twice",
+    message="acc was multiplied by alpha twice (alpha squared) when the running maximum grew, "
+    "while l_i was multiplied once: the earlier tiles now weigh too little against the "
+    "denominator. One factor of alpha moves acc to the new maximum: TODO(rescale-acc).",
+    hint="multiply acc by alpha once, as l_i (TODO rescale-acc)",
+    why=(
+        "Moving from one reference point to another is one multiplication: every term of "
+        "`acc` and `l_i` carries `exp(score - m_old)`, and `alpha = exp(m_old - m_new)` turns "
+        "that into `exp(score - m_new)`. A second factor of `alpha` (say, `acc * alpha` written "
+        "where acc was already rescaled, or `alpha` applied to both `acc` and `p`) measures the "
+        "earlier terms against a maximum that was never reached. Like the missing rescale, it "
+        "only shows when a later block raises a row's maximum."
+    ),
+    forms=_alpha_twice,
+    invariant="acc and l_i are rescaled by the same factor, alpha, once per tile.",
 )
 RUNNING_MAX_NOT_FROM_NEG_INF = Trap(
     id="running-max-not-from-neg-inf",
@@ -534,6 +606,25 @@ WEIGHTS_NOT_RENORMALIZED = Trap(
     forms=_raw_weights,
     invariant="w0 + w1 = 1 for every token.",
 )
+ONE_TOKEN_PER_TILE = Trap(
+    id="one-token-per-tile",
+    todo="rows-per-program",
+    summary="every row of a program's tile was its first token",
+    message="Each program wrote only the first token of its tile: every row of the tile was "
+    "given that same token's index, so the other BLOCK_M - 1 tokens were never written. Give "
+    "row r of the tile the token pid * BLOCK_M + r: TODO(rows-per-program).",
+    hint="row r is token pid * BLOCK_M + r (TODO rows-per-program)",
+    why=(
+        "A program of the fast kernel owns `BLOCK_M` consecutive tokens, one per row of its "
+        "tile: row `r` is token `pid * BLOCK_M + r`. The skeleton gives every row the same "
+        "index, `pid * BLOCK_M` (a vector of zeros added), so all rows load, compute and store "
+        "the tile's first token, and the others keep whatever the output held. The grader "
+        "fills its outputs with a marker no kernel writes, so it sees exactly which tokens "
+        "were never written: every token but one in each tile."
+    ),
+    forms=_one_token_per_tile,
+    invariant="Every token of every tile is written, by the row of the tile that owns it.",
+)
 EXP2_CONSTANT_WRONG = Trap(
     id="exp2-constant-wrong",
     todo="exp2-scale",
@@ -576,10 +667,11 @@ DIAGONAL_STAGE_MISSING = Trap(
 TRAPS: dict[str, Trap] = {
     t.id: t
     for t in (
-        ACC_NOT_RESCALED, RUNNING_MAX_NOT_FROM_NEG_INF, REFERENCE_NOT_RUNNING_MAX,
+        ACC_NOT_RESCALED, ACC_RESCALED_AFTER_ADD, ALPHA_APPLIED_TWICE,
+        RUNNING_MAX_NOT_FROM_NEG_INF, REFERENCE_NOT_RUNNING_MAX,
         CAUSAL_MASK_MISSING, CAUSAL_MASK_OFF_BY_ONE, CAUSAL_MASK_AFTER_EXP, CAUSAL_BOTTOM_RIGHT,
         TOP2_NOT_MASKED, TOP1_FILL_TOO_HIGH, TIES_NOT_LOWEST_INDEX, WEIGHTS_NOT_RENORMALIZED,
-        EXP2_CONSTANT_WRONG, DIAGONAL_STAGE_MISSING,
+        EXP2_CONSTANT_WRONG, DIAGONAL_STAGE_MISSING, ONE_TOKEN_PER_TILE,
         WINDOW_IGNORED, WINDOW_OFF_BY_ONE,
     )
 }

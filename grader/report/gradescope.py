@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from grader.report import cards
-from grader.report.records import Report, zeroed
+from grader.report.records import Report, edits_outside
 
 
 def results(report: Report) -> dict:
@@ -30,12 +30,7 @@ def results(report: Report) -> dict:
     lines = [f"{report.score}/{report.max_score} on {report.device}; traps found: {found}"]
     for ex in report.exercises:
         if ex.integrity and not ex.integrity["ok"]:
-            why = zeroed(ex.integrity)
-            shown = f" (scored 0: {why})" if why else ""
-            lines.append(
-                f"{ex.id}: changed outside its TODO regions{shown}, skeleton "
-                f"line(s) {', '.join(map(str, ex.integrity['lines']))}"
-            )
+            lines.append(f"{ex.id}: {edits_outside(ex)}")
         for finding in (ex.integrity or {}).get("findings", []):
             lines.append(f"{ex.id}: not run: {finding['message']}")
     return {

@@ -20,7 +20,7 @@ import jinja2
 from grader.judge.traps import TRAPS
 from grader.report import cards as cards_text
 from grader.report import svg
-from grader.report.records import CheckResult, ExerciseResult, Report
+from grader.report.records import CheckResult, ExerciseResult, Report, edits_outside
 from kata import commands, interfaces
 from kata.catalogue import find
 
@@ -56,9 +56,13 @@ def tolerance(ex: ExerciseResult, check: CheckResult) -> str:
     return f"atol {atol:.0e}, rtol {rtol:.0e}"
 
 
-def error_figure(check: CheckResult) -> str:
+def error_figure(check: CheckResult, ex: ExerciseResult | None = None) -> str:
     if check.status == "blocked":
         return "not judged yet (another TODO first)"
+    if check.status == "error":  # nothing to measure: the reason is what the row must say
+        if ex is not None and ex.error and check.message == ex.error:
+            return "not judged: the reason is above the table"
+        return check.message
     details = check.details or {}
     if "max_error" not in details:
         if details.get("exact") and check.status == "passed":
@@ -137,6 +141,20 @@ def cards(ex: ExerciseResult) -> list[dict]:
     return list(found.values())
 
 
+def own_notes(ex: ExerciseResult) -> list[CheckResult]:
+    """The notes to show apart: those that did not pass for a reason of their own. A note left
+    unjudged for the reason its paid checks share (the exercise's error, a time limit) would
+    read as if the note were the problem."""
+    shared = {c.message for c in ex.checks if not c.note and c.status == "error"}
+    if ex.error:
+        shared.add(ex.error)
+    return [
+        c
+        for c in ex.checks
+        if c.note and c.status != "passed" and not (c.status == "error" and c.message in shared)
+    ]
+
+
 def render(report: Report) -> str:
     exercises = []
     for ex in report.exercises:
@@ -147,12 +165,16 @@ def render(report: Report) -> str:
                     {
                         "check": c,
                         "tolerance": tolerance(ex, c) if not c.note else "",
-                        "error": error_figure(c),
+                        "error": error_figure(c, ex),
                     }
                     for c in ex.checks
                 ],
                 "cards": cards(ex),
-                "notes": [c for c in ex.checks if c.note and c.status != "passed"],
+                # A "hidden" badge tells checks apart only where an exercise has both kinds;
+                # on a page graded by one set, the line above the exercises says which.
+                "mixed": len({c.hidden for c in ex.checks}) > 1,
+                "notes": own_notes(ex),
+                "edits": edits_outside(ex) if ex.integrity and not ex.integrity["ok"] else "",
             }
         )
     return (

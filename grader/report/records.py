@@ -12,8 +12,8 @@ from pathlib import Path
 
 # 2.0: check todo/hidden, status "blocked", integrity, warnings, track; 3.0: integrity's
 # findings (grader.run.screen), the compile for the GPU before the interpreter ran the kernels,
-# ``screened``
-SCHEMA_VERSION = "3.0"
+# ``screened``; 3.1: integrity's ``edited`` (the student's lines) and ``regions`` (where to write)
+SCHEMA_VERSION = "3.1"
 STATUSES = ("passed", "failed", "blocked", "error")
 
 
@@ -29,6 +29,35 @@ def zeroed(integrity: dict | None) -> str | None:
     if integrity.get("strict_zeroed"):
         return "strict grading"
     return None
+
+
+def some_lines(lines: list[int], most: int = 8) -> str:
+    """``3, 4, 9`` or ``3, 4, 9, ... (and 40 more)``: a list of line numbers fit for one line."""
+    shown = ", ".join(map(str, lines[:most]))
+    return shown + (f" ... (and {len(lines) - most} more)" if len(lines) > most else "")
+
+
+def edits_outside(ex: ExerciseResult) -> str:
+    """What the terminal, the page and Gradescope say of an exercise edited outside its TODO
+    regions: where in the student's file, and where the regions are, to write there instead."""
+    integrity = ex.integrity or {}
+    name = Path(ex.file).name
+    edited = integrity.get("edited") or []
+    where = (
+        f"line(s) {some_lines(edited)} of {name} (skeleton line(s) "
+        f"{some_lines(integrity.get('lines', []))})"
+        if edited
+        else f"skeleton line(s) {some_lines(integrity.get('lines', []))}"
+    )
+    spans = [
+        f"TODO({todo}) is line(s) "
+        + " and ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in places)
+        for todo, places in (integrity.get("regions") or {}).items()
+    ]
+    inside = f"; write inside the regions: {'; '.join(spans)}" if spans else ""
+    why = zeroed(integrity)
+    cost = f"; scored 0 ({why})" if why else ""
+    return f"edited given code outside its TODO regions, at {where}{inside}{cost}"
 
 
 @dataclass(kw_only=True)
@@ -61,7 +90,8 @@ class ExerciseResult:
     duration_s: float = 0.0
     output: str = ""  # what the submission printed, cut to its head and tail
     error: str | None = None  # why no check could run, when that is the case
-    # {"ok", "lines", "diff", "strict_zeroed", "contract_zeroed", "findings"}; None: no file
+    # {"ok", "lines", "edited", "regions", "diff", "strict_zeroed", "contract_zeroed",
+    # "findings"}; None: no file
     integrity: dict | None = None
     warnings: list[str] = field(default_factory=list)
     performance: dict | None = None  # performance track only: timings, speedups, points

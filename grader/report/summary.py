@@ -7,24 +7,32 @@ set. Every command it suggests is spelled as the student can paste it (kata.comm
 from __future__ import annotations
 
 import os
+import re
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 from grader.judge.traps import TRAPS
-from grader.report.records import ExerciseResult, Report, zeroed
+from grader.report import cards
+from grader.report.records import ExerciseResult, Report, edits_outside
 from kata import commands, terminal
 from kata.catalogue import EXERCISES
+from kata.student import progress
 
 WIDTH = 80  # in a pipe or file; a terminal gets its own width (kata.terminal)
 MARKS = {"passed": "PASS", "failed": "FAIL", "blocked": "WAIT", "error": "ERR "}
 COLOURS = {"passed": "32", "failed": "31", "blocked": "33", "error": "33"}
 
 
-def one_line(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 3] + "..."
+def ticks(limit: float | None) -> tuple[float, float]:
+    """(seconds to the first "still running" line, then between lines) under a time limit
+    (None: no limit): the first within 9 s, so that a hang never looks like a dead terminal,
+    and several before a short limit ends."""
+    if not limit:
+        return 9.0, 15.0
+    return min(9.0, 0.4 * limit), min(15.0, 0.4 * limit)
 
 
 class Printer:
@@ -33,6 +41,11 @@ class Printer:
         self.colour = stream.isatty() and not os.environ.get("NO_COLOR")
         self.width = terminal.width() if stream.isatty() else WIDTH
         self._lock = threading.RLock()
+        self._order: list[str] = []  # the exercises' blocks print in this order
+        self._done: dict[str, ExerciseResult] = {}
+        self._limits: dict[str, float | None] = {}
+        self._running: dict[str, list[float]] = {}  # stem -> [start, next tick]
+        self._stop = threading.Event()
 
     def _paint(self, text: str, status: str) -> str:
         return f"\033[{COLOURS[status]}m{text}\033[0m" if self.colour else text
@@ -47,17 +60,47 @@ class Printer:
         for line in textwrap.wrap(text, self.width - indent, break_on_hyphens=False):
             self._print(" " * indent + line)
 
-    def start(self, target: Path, device: str, exercises) -> None:
+    def start(self, target: Path, device: str, exercises, limits: dict | None = None) -> None:
+        """``limits``: each exercise's time limit in seconds (None: none), by stem, for the
+        "still running" lines."""
+        self._order = [ex.stem for ex in exercises]
+        self._limits = dict(limits or {})
         self._print(f"Grading {len(exercises)} exercise(s) in {target} on {device}")
+        if not self.quiet:
+            threading.Thread(target=self._ticker, name="kata-progress", daemon=True).start()
 
     def exercise_started(self, ex) -> None:
         """Progress: graded exercises run at once; say which are under way."""
+        with self._lock:
+            now = time.monotonic()
+            self._running[ex.stem] = [now, now + ticks(self._limits.get(ex.stem))[0]]
         self._print(f"  ... {ex.stem}: running its kernel on the checks' inputs")
 
+    def _ticker(self) -> None:
+        """A line for each exercise still running, now and then: a kernel that never finishes
+        would otherwise leave the terminal silent until its time limit."""
+        while not self._stop.wait(0.25):
+            now = time.monotonic()
+            with self._lock:
+                for stem, times in self._running.items():
+                    if now < times[1]:
+                        continue
+                    limit = self._limits.get(stem)
+                    times[1] = now + ticks(limit)[1]
+                    of = f" of {limit:.0f} s" if limit else ", no time limit"
+                    self._print(f"  ... {stem}: still running ({now - times[0]:.0f} s{of})")
+
     def exercise_done(self, ex: ExerciseResult) -> None:
-        """Every check of one exercise; a trap's explanation only the first time it appears."""
+        """Every check of one exercise; a trap's explanation only the first time it appears.
+        Blocks print in the order the exercises were given, whichever finishes first."""
         with self._lock:  # one exercise's block is never split by another's
-            self._exercise_block(ex)
+            self._running.pop(ex.id, None)
+            if ex.id not in self._order:
+                self._exercise_block(ex)
+                return
+            self._done[ex.id] = ex
+            while self._order and self._order[0] in self._done:
+                self._exercise_block(self._done.pop(self._order.pop(0)))
 
     def _exercise_block(self, ex: ExerciseResult) -> None:
         self._print()
@@ -84,18 +127,32 @@ class Printer:
                 continue
             explained.add(c.trap or c.id)
             said.add(c.message)  # identical messages are said once per exercise
-            self._wrapped(c.message, 9)
+            self._wrapped(self._with_todo(ex, c), 9)
         if ex.integrity and not ex.integrity["ok"]:
-            why = zeroed(ex.integrity)
-            shown = f": scored 0 ({why})" if why else ""
-            lines = ", ".join(map(str, ex.integrity["lines"][:8]))
-            self._wrapped(
-                f"! edited outside its TODO regions (skeleton line(s) {lines}){shown}; "
-                "the report's integrity entry has the diff",
-                2,
-            )
+            self._wrapped(f"! {edits_outside(ex)} (the report's integrity entry has the diff)", 2)
         for warning in ex.warnings:
             self._wrapped(f"! {warning}", 2)
+
+    @staticmethod
+    def revisit(ex: ExerciseResult, todo: str) -> str:
+        """``TODO(rescale-acc) (line 88)``: where a failed check sends the student (as the HTML
+        card does); without the line where the file has no such TODO comment."""
+        line = cards.todo_line(ex.file, todo)
+        return f"TODO({todo})" + (f" (line {line})" if line else "")
+
+    def _with_todo(self, ex: ExerciseResult, c) -> str:
+        """A failed or blocked check's message, saying which TODO to revisit and its line: each
+        TODO the message names gets its line (a trap's own, the one a blocked check waits for),
+        and a failure that names none ends with its own."""
+        if c.status not in ("failed", "blocked") or not c.todo:
+            return c.message
+        named = dict.fromkeys(re.findall(r"TODO\(([\w-]+)\)", c.message))
+        text = c.message
+        for todo in named:
+            text = text.replace(f"TODO({todo})", self.revisit(ex, todo), 1)
+        if c.status == "failed" and c.todo not in named:
+            text = f"{text.rstrip('.')}. Revisit {self.revisit(ex, c.todo)}."
+        return text
 
     def _performance(self, report: Report) -> None:
         """The performance track's timings, separate from the score."""
@@ -138,6 +195,7 @@ class Printer:
     def finish(
         self, report: Report, path: Path, gradescope: Path | None, html: Path | None = None
     ) -> None:
+        self._stop.set()
         if self.quiet:
             print(f"{report.score}/{report.max_score}", file=self.stream)
             return
@@ -154,8 +212,12 @@ class Printer:
                     notes.append(f"{c.trap}: {TRAPS[c.trap].hint}")
                 elif ex.error:
                     notes.append(ex.error)
-                else:
+                elif c.status == "error":
                     notes.append(f"{c.id}: {c.message}")
+                elif c.status == "blocked":
+                    notes.append(f"{c.id}: not judged yet (another TODO first, see above)")
+                else:  # evidence, said in full above: the check and where to look
+                    notes.append(f"{c.id}: wrong output; revisit {self.revisit(ex, c.todo)}")
             for note in dict.fromkeys(notes):
                 if note.split(":")[0] in TRAPS:  # a trap's hint is short: wrap it, never cut it
                     for line in textwrap.wrap(
@@ -166,16 +228,24 @@ class Printer:
                         break_on_hyphens=False,
                     ):
                         self._print(line)
-                else:  # evidence or an error, said in full above: one line per problem
-                    self._print("    " + one_line(note, self.width - 4))
+                else:  # an error or a check without a trap, said in full above: in short
+                    for line in textwrap.wrap(
+                        " ".join(note.split()),
+                        self.width,
+                        initial_indent="    ",
+                        subsequent_indent="      ",
+                        max_lines=2,
+                        placeholder=" ...",
+                    ):
+                        self._print(line)
         self._print("-" * self.width)
         self._print(
             f"Score: {report.score}/{report.max_score}   ({report.device}, {report.duration_s:.0f} s)"
         )
         self._performance(report)
         self._print(f"Report: {path}" + (f"   Gradescope: {gradescope}" if gradescope else ""))
-        if html:
-            self._print(f"Open in a browser: {html}")
+        if html:  # a file:// address, which terminals make clickable
+            self._print(f"Open in a browser: {Path(html).resolve().as_uri()}")
         next_step = self.next_step(report)
         if next_step:
             self._wrapped(next_step, 0)
@@ -189,8 +259,8 @@ class Printer:
         if not self.advice:
             return None
         unfinished = [ex for ex in report.exercises if ex.score < ex.max_score]
-        if not unfinished:
-            return None
+        if not unfinished:  # all done: what comes after, once the chapter is done
+            return progress.what_next({ex.id for ex in report.exercises})
         ex = unfinished[0]
         if ex.error:
             missing = not Path(ex.file).exists()

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from grader.run import discover
+from kata.catalogue import EXERCISE_LIST
 
 
 def find_submission(folder: Path) -> Path:
@@ -34,6 +35,21 @@ def main(argv: list[str] | None = None) -> int:
     results = args.root / "results"
     results.mkdir(parents=True, exist_ok=True)
     target = find_submission(args.root / "submission")
+    found = discover.locate(target, results / "unzipped")
+    if found.folder is None:  # the student's to fix: say what the upload holds, in their words
+        names = ", ".join(ex.filename for ex in EXERCISE_LIST)
+        renames = "".join(discover.rename_hint(target, ex, below=True) for ex in EXERCISE_LIST)
+        refused = "".join(f"; {p}" for p in found.problems)
+        print(f"grader: {found.why_not(target)}", file=sys.stderr)
+        upload = {
+            "score": 0,
+            "output": f"No exercise file was found in your upload, which holds {found.holds}"
+            f"{refused}{renames}. Upload your exercise files ({names}), named exactly so, at the "
+            "top of your upload or in one folder, and submit again.",
+            "tests": [],
+        }
+        (results / "results.json").write_text(json.dumps(upload, indent=2))
+        return 0
 
     from grader import cli
 

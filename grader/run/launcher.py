@@ -37,6 +37,7 @@ import os
 import pickle
 import struct
 import sys
+import threading
 import time
 import traceback
 
@@ -44,6 +45,9 @@ GPU_TARGET = ("cuda", 90, 32)  # what the course grades on: an sm_90 GPU (H100, 
 
 
 # ---- the channel back to the grader ---------------------------------------------------------
+
+
+_sending = threading.Lock()  # the watchdog's record must not split one of the main thread's
 
 
 def send(fd: int, kind: str, arrays: dict | None = None, **fields) -> None:
@@ -58,8 +62,9 @@ def send(fd: int, kind: str, arrays: dict | None = None, **fields) -> None:
         payload = buf.getvalue()
     header = json.dumps({"kind": kind, **fields}).encode()
     data = struct.pack(">II", len(header), len(payload)) + header + payload
-    while data:
-        data = data[os.write(fd, data) :]
+    with _sending:
+        while data:
+            data = data[os.write(fd, data) :]
 
 
 def receive(stream) -> list[tuple[dict, dict | None]]:
@@ -84,6 +89,47 @@ def receive(stream) -> list[tuple[dict, dict | None]]:
         except (ValueError, OSError):  # a record the launcher never wrote whole
             return records
         records.append((fields, arrays))
+
+
+# ---- where the submission was when the time ran out -------------------------------------------
+
+
+def where_now(thread_id: int, file: str, text: str) -> dict | None:
+    """The innermost line of the submission's file that thread ``thread_id`` is running:
+    ``{"line", "function", "code"}``, or None when the thread is elsewhere (in Triton or torch
+    with no frame of the file above it). The interpreter runs a kernel as Python, so a kernel
+    stuck in a loop is on a line of the file."""
+    frame = sys._current_frames().get(thread_id)
+    while frame is not None and frame.f_code.co_filename != file:
+        frame = frame.f_back
+    if frame is None:
+        return None
+    lines = text.splitlines()
+    line = frame.f_lineno
+    code = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    return {"line": line, "function": frame.f_code.co_name, "code": code}
+
+
+def watchdog(fd: int, job: dict) -> None:
+    """Shortly before the grader's deadline (``job["deadline"]``, on the monotonic clock all
+    processes of this machine share, ``job["limit"]`` seconds after the launcher started), send where the main thread is in the submission's file:
+    the grader names that line if it then has to stop this process. A process that finishes in
+    time sent a record nobody reads."""
+    deadline, limit = job.get("deadline"), job.get("limit")
+    if deadline is None or limit is None:
+        return
+    # Early enough that the record is written before the kill, on a loaded machine too; late
+    # enough that a kernel that hangs is where it hangs.
+    at = deadline - min(2.0, 0.2 * limit)
+    main_thread = threading.main_thread().ident
+
+    def watch() -> None:
+        time.sleep(max(at - time.monotonic(), 0.0))
+        found = where_now(main_thread, job["file"], job["text"])
+        if found is not None:
+            send(fd, "where", **found)
+
+    threading.Thread(target=watch, name="kata-watchdog", daemon=True).start()
 
 
 # ---- what the file may not change -----------------------------------------------------------
@@ -570,6 +616,7 @@ def compile_only(fd: int, job: dict) -> int:
     from kata import catalogue, interfaces
 
     assert runtime.BACKEND == runtime.COMPILER, "run with KATA_DEVICE=compiler"
+    watchdog(fd, job)
     start = time.monotonic()
     guarded = _guarded_modules()
     before = fingerprint(guarded)
@@ -607,6 +654,7 @@ def main(fd: int, job: dict) -> int:
     from grader.run import timing
     from kata import catalogue, interfaces
 
+    watchdog(fd, job)
     watch = Watch(runtime.INTERPRETER)
     interface = interfaces.get(job["interface"])
     exercise = catalogue.find(job["stem"])

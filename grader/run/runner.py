@@ -29,7 +29,7 @@ from pathlib import Path
 from grader import specs
 from grader.judge import details
 from grader.report.records import CheckResult, ExerciseResult
-from grader.run import launcher, process, screen, timing
+from grader.run import discover, launcher, process, screen, timing
 from grader.specs.model import Case, Output
 from kata import skeletons
 from kata.catalogue import Exercise
@@ -46,9 +46,16 @@ EXITED_AT_IMPORT = (
 def default_timeout(backend: str, ex: Exercise | None = None) -> float:
     """Seconds the submission's process may take for all cases of one exercise (the
     performance track also autotunes and times its kernel on a GPU)."""
-    if ex is not None and ex.track == "performance":
-        return 300.0 if backend == "cuda" else 240.0
-    return 90.0 if backend == "cuda" else 180.0
+    track = "performance" if ex is not None and ex.track == "performance" else "core"
+    return process.TIME_LIMITS[("cuda" if backend == "cuda" else "interpreter", track)]
+
+
+def time_limit(backend: str, ex: Exercise, timeout: float | None) -> float | None:
+    """The seconds one exercise may take: ``timeout`` as given (``--timeout``; 0: no limit), or
+    the default for the backend and track."""
+    if timeout is None:
+        return default_timeout(backend, ex)
+    return timeout or None
 
 
 def interpreter_only(text: str) -> list[str]:
@@ -86,11 +93,13 @@ class Launch:
 
     outputs: dict[str, list[tuple[str | None, Output]]] = field(default_factory=dict)
     errors: dict[str, list[str]] = field(default_factory=dict)  # case -> messages
+    causes: set[str] = field(default_factory=set)  # those messages without their case
     status: dict | None = None
     compiled: dict | None = None
     timing: dict | None = None
     error: str | None = None  # why no case can be judged
     stopped: str | None = None  # why the launcher ended early, cases left unrun
+    where: dict | None = None  # the file's line the launcher was on shortly before its deadline
     output: str = ""  # what the submission printed, cut to its head and tail
     seconds: float = 0.0
     probe: Case | None = None
@@ -109,8 +118,11 @@ def _job(spec: specs.Spec, text: str, file: Path, cases: list[Case], **extra) ->
     }
 
 
-def _child(job: dict, device: str, timeout: float, *flags: str):
-    """Run one launcher on ``job``: (the records it sent, how it ended)."""
+def _child(job: dict, device: str, timeout: float | None, *flags: str):
+    """Run one launcher on ``job``: (the records it sent, how it ended). The launcher is told
+    when it will be stopped, so that it can say where it was (``launcher.watchdog``)."""
+    if timeout is not None:
+        job = {**job, "deadline": time.monotonic() + timeout, "limit": timeout}
     read_end, write_end = os.pipe()
     records: list = []
     reader = threading.Thread(target=lambda: records.extend(_read(read_end)), daemon=True)
@@ -136,7 +148,12 @@ def _child(job: dict, device: str, timeout: float, *flags: str):
 
 
 def launch(
-    spec: specs.Spec, text: str, file: Path, backend: str, timeout: float, timed: bool = True
+    spec: specs.Spec,
+    text: str,
+    file: Path,
+    backend: str,
+    timeout: float | None,
+    timed: bool = True,
 ) -> Launch:
     """Run the launcher on every case of ``spec`` (and the picture's probe), and collect what it
     sends back. Kernels that will run in the interpreter are first compiled for the GPU."""
@@ -153,7 +170,9 @@ def launch(
         result.seconds = done.seconds
         compiled = result.compiled or {}
         if result.compiled is None or compiled.get("error"):
-            stopped = done.stopped(timeout) or EXITED_AT_IMPORT
+            stopped = (
+                stopped_message(done, timeout, _where(records), spec, text) or EXITED_AT_IMPORT
+            )
             result.error = compiled.get("error") or f"the submission's process {stopped}"
             result.output = done.output
             return result
@@ -168,7 +187,8 @@ def launch(
         timing=list(spec.timing) if timed else [],
     )
     # One limit for the exercise: the compiler's time comes out of it (and the message names it).
-    records, done = _child(job, backend, max(timeout - result.seconds, 1.0))
+    left = None if timeout is None else max(timeout - result.seconds, 1.0)
+    records, done = _child(job, backend, left)
     result.output, result.seconds = done.output, round(result.seconds + done.seconds, 2)
     for fields, arrays in records:
         kind = fields.pop("kind")
@@ -180,18 +200,84 @@ def launch(
             result.errors.setdefault(fields["name"], []).append(
                 f"case {fields['name']} ({case.about}){shown}: {fields['message']}"
             )
+            result.causes.add(fields["message"])
         elif kind == "status":
             result.status = fields
         elif kind == "timing":
             result.timing = fields
-    stopped = done.stopped(timeout)
+        elif kind == "where":
+            result.where = fields
+    stopped = stopped_message(done, timeout, result.where, spec, text)
     if result.status is None:
         result.error = f"the submission's process {stopped or EXITED_AT_IMPORT}"
     elif result.status.get("error"):
         result.error = result.status["error"]
+    elif stopped and not result.outputs and not result.errors:
+        # Nothing ran to the end: one reason for the whole exercise, said once.
+        result.error = f"the submission's process {stopped}"
     elif stopped:
         result.stopped = f"the submission's process {stopped}"
+    else:
+        result.error = _same_everywhere(result, spec)
     return result
+
+
+def _where(records: list) -> dict | None:
+    return next((f for f, _ in records if f.get("kind") == "where"), None)
+
+
+def stopped_message(
+    done: process.Finished, timeout: float | None, where: dict | None, spec, text: str
+) -> str | None:
+    """Why the launcher did not end normally (a predicate: "was stopped after ..."), with the
+    line of the file it was running when the time ran out, if it was on one."""
+    stopped = done.stopped(timeout)
+    if stopped is None or done.code is not None or timeout is None or not where:
+        return stopped
+    loop = enclosing_loop(text, where["line"])
+    if loop is not None:
+        at = f"in the loop at line {loop[0]} of {spec.exercise.filename} (`{loop[1]}`)"
+        reason = (
+            "a loop whose condition never becomes false?"
+            if loop[1].startswith("while")
+            else "a loop with too many steps to finish?"
+        )
+    else:
+        at = f"at line {where['line']} of {spec.exercise.filename} (`{where.get('code', '')}`)"
+        reason = "an endless loop, or a kernel that never finishes?"
+    return (
+        f"was stopped after {timeout:.0f} s, the time limit, {at}, in {where['function']}: {reason}"
+    )
+
+
+def enclosing_loop(text: str, line: int) -> tuple[int, str] | None:
+    """(the line, its code) of the innermost ``while`` or ``for`` of ``text`` whose body holds
+    ``line``, or None."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    found = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.While, ast.For)) and node.lineno <= line <= node.end_lineno:
+            if found is None or node.lineno > found.lineno:
+                found = node
+    if found is None:
+        return None
+    return found.lineno, text.splitlines()[found.lineno - 1].strip()
+
+
+def _same_everywhere(result: Launch, spec) -> str | None:
+    """The one error every case ended with, when no case produced an output (a NameError in the
+    kernel, a launch the GPU's compiler refuses): the exercise's error, said once, not once per
+    check. None otherwise."""
+    if result.outputs or not result.errors:
+        return None
+    if len(result.causes) != 1 or any(name not in result.errors for name in spec.cases):
+        return None
+    return f"every case failed the same way: {next(iter(result.causes))}"
 
 
 def _read(fd: int) -> list:
@@ -349,7 +435,18 @@ def grade_exercise(
     start = time.monotonic()
     text = snapshot(file) if text is None else text
     if text is None:
-        result = _zero(spec, file, f"{ex.filename} not found in {target}")
+        near = discover.rename_hint(target, ex)
+        result = _zero(spec, file, f"{ex.filename} not found in {target}{near}")
+        result.duration_s = round(time.monotonic() - start, 2)
+        return result
+    if "\x00" in text:  # not source code: nothing to compare, line by line, or to run
+        at = text.index("\x00")
+        result = _zero(
+            spec,
+            file,
+            f"{ex.filename} is not a text file (it holds binary data: a NUL byte at character {at}); "
+            "save your kernel as plain Python source",
+        )
         result.duration_s = round(time.monotonic() - start, 2)
         return result
     skeleton = skeletons.pristine(ex.stem)
@@ -358,6 +455,8 @@ def grade_exercise(
     integrity = {
         "ok": found.ok,
         "lines": found.lines,
+        "edited": found.edited,
+        "regions": found.regions,
         "diff": found.diff,
         "strict_zeroed": False,
         "contract_zeroed": False,
@@ -372,7 +471,7 @@ def grade_exercise(
         )
         result.duration_s = round(time.monotonic() - start, 2)
         return result
-    ran = launch(spec, text, file, backend, timeout or default_timeout(backend, ex), timed)
+    ran = launch(spec, text, file, backend, time_limit(backend, ex, timeout), timed)
     kept = report_dir / "pytest" / f"{ex.stem}.json" if report_dir else None
     checks = judge(spec, ran, kept)
     status = ran.status or {}

@@ -3,7 +3,8 @@ disagree is refused before anything is graded.
 
 Checked: the manifest against the files (solution, exercise, spec, docs page); the generated
 exercises and frozen skeletons against the solutions; every spec with both check sets (each
-pays every TODO its manifest points); the galleries (every variant builds, names known traps and
+pays every TODO its manifest points); each TODO's regions hold the lines its comment tells the
+student to change; the galleries (every variant builds, names known traps and
 checks, and every trap has a wrong kernel expecting it); the reference fills against the
 solutions; the hints; and the generated parts of the docs.
 """
@@ -126,6 +127,74 @@ def _references(marked) -> list[str]:
     return problems
 
 
+def _todo_names(sk: regions.Skeleton) -> list[tuple[str, str, int, int]]:
+    """(TODO id, a name the comment quotes in backticks, the comment's first and last line)."""
+    import re
+
+    lines = sk.text.splitlines()
+    found = []
+    for first, last in sk.comments:
+        todo = regions.TODO.match(lines[first - 1]).group(1)
+        comment = " ".join(lines[first - 1 : last])
+        for name in dict.fromkeys(re.findall(r"`([A-Za-z_]\w*)`", comment)):
+            found.append((todo, name, first, last))
+    return found
+
+
+def _assigned(text: str) -> dict[str, list[int]]:
+    """Each name the skeleton assigns, with the lines of its assignments."""
+    import ast
+
+    found: dict[str, list[int]] = {}
+    for node in ast.walk(ast.parse(text)):
+        targets = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        for target in targets:
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    found.setdefault(name.id, []).append(node.lineno)
+    return found
+
+
+def names_outside_regions(sk: regions.Skeleton) -> list[str]:
+    """A TODO comment that tells the student to change a variable (it quotes its name, as in
+    "add that condition to `visible`") must have a line assigning that variable inside its own
+    regions: the student's natural edit of that line would otherwise count as an edit of given
+    code (the integrity warning, and 0 under --strict). What breaks that rule, one line each."""
+    problems = []
+    assigned = _assigned(sk.text)
+    for todo, name, first, last in _todo_names(sk):
+        lines = assigned.get(name)
+        if not lines:
+            continue  # not a variable of the file (a word like `continue`, a parameter)
+        spans = sk.regions_of(todo)
+        if any(r.start <= n <= r.end for r in spans for n in lines):
+            continue
+        shown = ", ".join(
+            f"{r.start}-{r.end}" if r.end >= r.start else f"empty, before {r.start}" for r in spans
+        )
+        problems.append(
+            f"TODO({todo}) (skeleton lines {first}-{last}) names `{name}`, assigned at line(s) "
+            f"{', '.join(map(str, lines))}, none in its region(s) ({shown}): widen the region "
+            "to hold the line the student is told to edit"
+        )
+    return problems
+
+
+def _regions_hold_what_todos_name() -> list[str]:
+    problems = []
+    for ex in ALL_EXERCISES:
+        try:
+            sk = skeletons.pristine(ex.stem)
+        except skeletons.SkeletonError:
+            continue  # the drift check says so
+        problems += [f"{ex.stem}: {p}" for p in names_outside_regions(sk)]
+    return problems
+
+
 def _specs() -> list[str]:
     problems = []
     for ex in ALL_EXERCISES:
@@ -177,7 +246,7 @@ def _galleries() -> list[str]:
 def problems(solutions: Path = SOLUTIONS) -> tuple[list[str], list[str]]:
     """(problems, notes) of the tree; an empty problem list means it is consistent."""
     notes: list[str] = []
-    found = _files(notes, solutions) + _specs() + _galleries()
+    found = _files(notes, solutions) + _specs() + _galleries() + _regions_hold_what_todos_name()
     try:
         from grader.specs import docs
     except ImportError:  # the docs generator is not part of every copy

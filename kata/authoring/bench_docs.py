@@ -174,6 +174,12 @@ def render(figure: str, found: list) -> str:
     if len(numbers) == 2 and figure[numbers[0].end() : numbers[1].start()] != "-":
         raise FigureError(f"{figure!r}: a range is written 'lo-hi'")
     lo, hi = _fmt(min(found), lo_like), _fmt(max(found), hi_like)
+    if min(found) < 0 and lo != _fmt(max(found), lo_like):
+        # "-2-6%" reads as a range from -2 and parses as "-" before one: say it in words.
+        raise FigureError(
+            f"{figure!r}: the run gives {lo} to {hi}; a range with a negative end "
+            "cannot be written 'lo-hi': quote another figure"
+        )
     if lo == _fmt(max(found), lo_like):
         return prefix + lo + suffix
     if len(numbers) == 1:

@@ -135,6 +135,9 @@ SETUP_SH = """#!/usr/bin/env bash
 # `python -m kata.authoring.bundles autograder --pin torch==X --pin triton==Y`, or edit these two lines.
 TORCH_VERSION={torch}
 PACKAGES="{packages}"
+# Where a CPU-only image gets torch's small CPU build; set TORCH_INDEX_URL empty to use pip's own
+# configuration instead (a machine with a local mirror, say).
+TORCH_INDEX_URL=${TORCH_INDEX_URL-https://download.pytorch.org/whl/cpu}
 set -euo pipefail
 cd "$(dirname "$0")"
 python3 -m pip install --upgrade pip
@@ -143,7 +146,7 @@ if [ "$have" != "$TORCH_VERSION" ]; then
   if command -v nvidia-smi >/dev/null 2>&1; then
     python3 -m pip install "torch==$TORCH_VERSION"
   else  # a CPU-only image: the small CPU build; kernels run in Triton's interpreter
-    python3 -m pip install "torch==$TORCH_VERSION" --index-url https://download.pytorch.org/whl/cpu
+    python3 -m pip install "torch==$TORCH_VERSION" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
   fi
 fi
 python3 -m pip install $PACKAGES

@@ -29,7 +29,8 @@ def _state() -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="nox -s hint --", description="Show hints, one level at a time."
+        prog=commands.prog("hint", "kata.student.hints"),
+        description="Show hints, one level at a time.",
     )
     parser.add_argument(
         "exercise",

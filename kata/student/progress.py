@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kata.catalogue import EXERCISE_LIST, EXERCISES, ROOT, Exercise, find
+from kata import commands
+from kata.catalogue import EXERCISE_LIST, EXERCISES, ROOT, TRACKS, Exercise, find
 
 REPORTS = (ROOT / "reports" / "score.json", ROOT / "reports" / "watch.json")
 
@@ -73,3 +74,23 @@ def unfinished_todo(ex: Exercise) -> tuple[str, str]:
         if any(c["todo"] == todo.id and c["status"] != "passed" for c in entry["checks"]):
             return todo.id, f"the first TODO below full marks in {where}"
     return ex.todos[0].id, f"every TODO passes in {where}, so the first"
+
+
+def what_next(full_marks: set[str]) -> str | None:
+    """What to do once every exercise in ``full_marks`` (stems) is done: the tracks not yet
+    done, then the chapter's self-check questions. None while the chapter's own exercises are
+    not all done (the next one is the next step then)."""
+    if not {ex.stem for ex in TRACKS["core"]} <= full_marks:
+        return None
+    steps = []
+    for track, what in (("performance", "the performance track"), ("extensions", "the extensions")):
+        exercises = TRACKS.get(track, ())
+        if exercises and not {ex.stem for ex in exercises} <= full_marks:
+            numbers = ", ".join(ex.number for ex in exercises)
+            steps.append(f"{what} ({numbers}: `{commands.nox('grade', '--track', track)}`)")
+    page = ROOT / "docs" / "self-check.md"
+    if page.exists():
+        steps.append(f"the chapter's self-check questions ({page.relative_to(ROOT)})")
+    if not steps:
+        return "Every exercise is done."
+    return "Next: " + "; ".join(steps) + "."

@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from kata import skeletons
+from kata import commands, skeletons
 from kata.catalogue import EXERCISES, Exercise, find_or_report
 
 
@@ -43,7 +43,9 @@ def reset(ex: Exercise, folder: Path = EXERCISES) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="nox -s reset --", description="Restore a skeleton.")
+    parser = argparse.ArgumentParser(
+        prog=commands.prog("reset", "kata.student.reset"), description="Restore a skeleton."
+    )
     parser.add_argument("exercise", help="exercise number (02) or file stem")
     args = parser.parse_args(argv)
     ex = find_or_report(args.exercise)

@@ -10,11 +10,14 @@ import argparse
 import subprocess
 import sys
 
+from kata import commands
 from kata.catalogue import EXERCISE_LIST, EXERCISES, SOLUTIONS, find_or_report
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="nox -s run --", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog=commands.prog("run", "kata.student.run"), description=__doc__.split("\n")[0]
+    )
     parser.add_argument("exercises", nargs="*", help="exercise numbers or stems")
     parser.add_argument("--solutions", action="store_true", help="run the reference kernels")
     args = parser.parse_args(argv)

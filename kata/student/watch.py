@@ -13,10 +13,15 @@ import sys
 import time
 from pathlib import Path
 
+from kata import commands
 from kata.catalogue import EXERCISE_LIST, EXERCISES, ROOT, Exercise, find_or_report
 from kata.student import progress
 
 REPORT = ROOT / "reports" / "watch.json"
+
+
+class CannotGrade(Exception):
+    """The grader could not grade at all (it said why): watching would only repeat it."""
 
 
 def grade(ex: Exercise, target: Path, extra: list[str]) -> tuple[int, int]:
@@ -32,7 +37,8 @@ def grade(ex: Exercise, target: Path, extra: list[str]) -> tuple[int, int]:
         str(REPORT),
         *extra,
     ]
-    subprocess.run(cmd, cwd=ROOT, check=False)
+    if subprocess.run(cmd, cwd=ROOT, check=False).returncode == 2:
+        raise CannotGrade
     try:
         data = json.loads(REPORT.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
@@ -72,6 +78,13 @@ def first_unfinished(target: Path, extra: list[str]) -> Exercise | None:
     return progress.unfinished_in(data)
 
 
+def _what_next() -> None:
+    """After the chapter: the other tracks and the self-check questions."""
+    step = progress.what_next({ex.stem for ex in EXERCISE_LIST})
+    if step:
+        print(step)
+
+
 def _stamp(path: Path) -> float | None:
     try:
         return path.stat().st_mtime_ns
@@ -80,7 +93,9 @@ def _stamp(path: Path) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="nox -s watch --", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog=commands.prog("watch", "kata.student.watch"), description=__doc__.split("\n")[0]
+    )
     parser.add_argument(
         "exercise", nargs="?", help="exercise number or stem (default: first unfinished)"
     )
@@ -89,6 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-runs", type=int, help="stop after this many gradings (for tests)")
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between file checks")
     args = parser.parse_args(argv)
+    from kata import runtime
+
+    # The backend once, here: its notice ("no CUDA GPU found") is printed once, not by every
+    # grading, and the gradings it starts make the same choice (KATA_DEVICE, TRITON_INTERPRET).
+    try:
+        runtime.configure(args.device)
+    except runtime.BackendError as exc:
+        print(f"watch: cannot choose a backend: {exc}", file=sys.stderr)
+        return 2
     extra = ["--device", args.device] if args.device else []
     follow = args.exercise is None
     if args.exercise:
@@ -99,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         ex = first_unfinished(args.target, extra)
     if ex is None:
         print("Every exercise is at full marks. Well done!")
+        _what_next()
         return 0
     runs = 0
     try:
@@ -114,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                 later = [e for e in EXERCISE_LIST[index + 1 :]]
                 if not later:
                     print("\nThat was the last exercise. Well done!")
+                    _what_next()
                     return 0
                 ex = later[0]
                 print(f"\n{EXERCISE_LIST[index].stem} is done; moving on to {ex.stem}")
@@ -121,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
             stamp = _stamp(path)
             while _stamp(path) == stamp:
                 time.sleep(args.interval)
+    except CannotGrade:  # the grader said why
+        return 2
     except KeyboardInterrupt:
         print()
         return 0

@@ -491,7 +491,9 @@ def emit(tasks: list[Task], out: Path, opts: Options, script: Path) -> tuple[Pat
             "device": first.device,
             "jobs": first.jobs,
             "timeout": first.timeout,
-            "students": [{"student": t.student, "target": t.target} for t in tasks],
+            "students": [
+                {"student": t.student, "target": t.target, "upload": t.upload} for t in tasks
+            ],
         },
     )
     q = shlex.quote

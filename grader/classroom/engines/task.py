@@ -34,7 +34,7 @@ from pathlib import Path
 from grader.run import process
 from kata.catalogue import ROOT
 
-STATUSES = ("running", "graded", "grader_error", "infra_error")
+STATUSES = ("running", "graded", "grader_error", "infra_error")  # and batch's own no_files
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +50,7 @@ class Task:
     gpu: int | None = None  # local engine: the GPU this worker is pinned to
     manifest: str | None = None  # --emit-sbatch: the manifest this task came from
     index: int | None = None  # ... and its index there
+    upload: str | None = None  # how the target came from the upload ("unpacked from a.zip")
 
 
 @dataclass(frozen=True)
@@ -233,6 +234,7 @@ def grade_student(task: Task) -> dict:
         **slurm_ids(),
         "manifest": task.manifest,
         "index": task.index,
+        "upload": task.upload,
         "started": _now(),
     }
     write_json(f.task, record)
@@ -328,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         gpu=None,
         manifest=str(args.manifest.resolve()),
         index=int(index),
+        upload=entry.get("upload"),
     )
     record = grade_student(task)
     print(

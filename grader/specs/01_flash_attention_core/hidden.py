@@ -11,6 +11,8 @@ half-precision inputs are handled by given code: they are 0-point notes.
 
 from grader.judge.traps import (
     ACC_NOT_RESCALED,
+    ACC_RESCALED_AFTER_ADD,
+    ALPHA_APPLIED_TWICE,
     REFERENCE_NOT_RUNNING_MAX,
     RUNNING_MAX_NOT_FROM_NEG_INF,
 )
@@ -44,17 +46,19 @@ CASES = [
 ]
 # fmt: on
 
-HOSTILE = (ACC_NOT_RESCALED, RUNNING_MAX_NOT_FROM_NEG_INF, REFERENCE_NOT_RUNNING_MAX)
+# The ways to get the rescale of acc wrong, in the order they are named.
+RESCALE = (ACC_NOT_RESCALED, ACC_RESCALED_AFTER_ADD, ALPHA_APPLIED_TWICE)
+HOSTILE = (*RESCALE, RUNNING_MAX_NOT_FROM_NEG_INF, REFERENCE_NOT_RUNNING_MAX)
 # fmt: off
 CHECKS = [
     Check(id="running-max-grows", todo="rescale-acc", points=10,
           about="Several key blocks, each raising the running maximum of every row",
           cases=("grow-3-blocks", "grow-blocks-16x32", "creeping-max-16x64"), judge="output",
-          traps=(ACC_NOT_RESCALED,)),
+          traps=RESCALE),
     Check(id="ragged-shapes", todo="rescale-acc", points=5,
           about="M, N, D off the tile sizes, one row, one key block, M != N",
           cases=("single-block", "one-row-d64", "edges-17x31", "edges-31x17", "edges-33x63-16x32",
-                 "edges-63x33-16x32"), judge="output", traps=(ACC_NOT_RESCALED,)),
+                 "edges-63x33-16x32"), judge="output", traps=RESCALE),
     Check(id="hostile-scores", todo="rescale-acc", points=10,
           about="Maxima that fall by 120, scores near -150, scores 30x larger than usual",
           cases=("falling-maxima", "all-scores-low", "scores-30x"), judge="output",
@@ -85,7 +89,10 @@ GALLERY = [
           traps=["acc-not-rescaled"], failed=["running-max-grows"], breaks="rescale-acc"),
     wrong("01-rescale-after-add", "the new tile is added before acc is rescaled, so it is "
           "scaled down too", fills={"rescale-acc": "acc = (acc + tl.dot(p, v)) * alpha[:, None]"},
-          failed=["running-max-grows"], breaks="rescale-acc"),
+          traps=["acc-rescaled-after-add"], failed=["running-max-grows"], breaks="rescale-acc"),
+    wrong("01-alpha-twice", "acc rescaled twice: alpha squared against l_i's one alpha",
+          fills={"rescale-acc": "acc = acc * alpha[:, None]\nacc = acc * alpha[:, None] + tl.dot(p, v)"},
+          traps=["alpha-applied-twice"], failed=["running-max-grows"], breaks="rescale-acc"),
     wrong("01-l-not-rescaled", "the mirror image: acc rescaled, the denominator not",
           edits=[("l_i = l_i * alpha + tl.sum(p, axis=1)", "l_i = l_i + tl.sum(p, axis=1)")],
           failed=["running-max-grows"]),

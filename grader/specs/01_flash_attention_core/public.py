@@ -1,6 +1,6 @@
 """Exercise 01, public checks: what the student handout grades with (TODO rescale-acc)."""
 
-from grader.judge.traps import ACC_NOT_RESCALED
+from grader.judge.traps import ACC_NOT_RESCALED, ACC_RESCALED_AFTER_ADD, ALPHA_APPLIED_TWICE
 from grader.specs.inputs import growing, qkv
 from grader.specs.model import Case, Check
 
@@ -19,7 +19,8 @@ CASES = [
 CHECKS = [
     Check(id="public-online-softmax", todo="rescale-acc", points=25,
           about="Growing maxima and the worked example's shape",
-          cases=("growing-maxima", "example-17x23"), judge="output", traps=(ACC_NOT_RESCALED,),
+          cases=("growing-maxima", "example-17x23"), judge="output",
+          traps=(ACC_NOT_RESCALED, ACC_RESCALED_AFTER_ADD, ALPHA_APPLIED_TWICE),
           hidden=False),
 ]
 # fmt: on

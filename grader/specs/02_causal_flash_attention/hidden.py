@@ -67,7 +67,9 @@ CHECKS = [
 
 HI = "hi = tl.minimum(N, (pid_m + 1) * BLOCK_M)"
 _CAUSAL = "offs_m[:, None] >= offs_n[None, :]"
-MASK = f"visible = visible & ({_CAUSAL})"
+# The mask's region holds the given `visible = col_ok[None, :]`, the line its TODO says to extend.
+_GIVEN = "visible = col_ok[None, :]"
+MASK = f"{_GIVEN} & ({_CAUSAL})"
 REFERENCE = {"causal-mask": (HI, MASK)}
 
 _WHERE = 'scores = tl.where(visible, scores, float("-inf"))'
@@ -78,15 +80,15 @@ LOG2E = "1.4426950408889634"
 
 
 def _mask(condition: str, hi: str = HI) -> dict:
-    return {"causal-mask": (hi, f"visible = visible & ({condition})")}
+    return {"causal-mask": (hi, f"{_GIVEN} & ({condition})")}
 
 
 # fmt: off
 GALLERY = [
     wrong("02-mask-missing", "the loop stops at the diagonal block but no per-pair mask",
-          fills={"causal-mask": (HI, "")}, traps=["causal-mask-missing"], breaks="causal-mask"),
+          fills={"causal-mask": (HI, _GIVEN)}, traps=["causal-mask-missing"], breaks="causal-mask"),
     wrong("02-non-causal-kernel", "the chapter's trap: 21.1's correct kernel on the causal task",
-          fills={"causal-mask": ("hi = N", "")}, traps=["causal-mask-missing"],
+          fills={"causal-mask": ("hi = N", _GIVEN)}, traps=["causal-mask-missing"],
           breaks="causal-mask"),
     wrong("02-mask-strict", "strict comparison drops the diagonal (row 0 sees nothing)",
           fills=_mask("offs_m[:, None] > offs_n[None, :]"), traps=["causal-mask-off-by-one"],
@@ -125,7 +127,7 @@ GALLERY = [
           "last row) plus one",
           fills=_mask(_CAUSAL, "hi = tl.minimum(N - 1, (pid_m + 1) * BLOCK_M - 1) + 1")),
     right("02-mask-in-one-where", "the causal condition written straight into the where",
-          fills={"causal-mask": (HI, "causal = offs_m[:, None] >= offs_n[None, :]")},
+          fills={"causal-mask": (HI, f"{_GIVEN}\ncausal = {_CAUSAL}")},
           edits=[(_WHERE, 'scores = tl.where(visible & causal, scores, float("-inf"))')]),
     wrong("02-chapter", "the chapter's own kernel: `continue` past future tiles does not compile "
           "for a GPU, so every case gets the compiler's verdict, on both backends",

@@ -1,6 +1,11 @@
 """Exercise 05 (performance track), the instructor's checks and gallery."""
 
-from grader.judge.traps import TIES_NOT_LOWEST_INDEX, TOP1_FILL_TOO_HIGH, TOP2_NOT_MASKED
+from grader.judge.traps import (
+    ONE_TOKEN_PER_TILE,
+    TIES_NOT_LOWEST_INDEX,
+    TOP1_FILL_TOO_HIGH,
+    TOP2_NOT_MASKED,
+)
 from grader.specs import boundary
 from grader.specs.inputs import dominant, logits, round_to, ties
 from grader.specs.model import Case, Check, right, wrong
@@ -54,7 +59,8 @@ CHECKS = [
     Check(id="fast-gating-weights", todo="rows-per-program", points=25,
           about="Renormalized weights for every token of every tile",
           cases=("random-1000x64", "random-333x128", "random-77x8", "bf16-200x64", "negative-e6",
-                 "extreme-logits-33x12", "bf16-77x8"), judge="chosen-weights"),
+                 "extreme-logits-33x12", "bf16-77x8"), judge="chosen-weights",
+          traps=(ONE_TOKEN_PER_TILE,)),
     Check(id="fast-gating-top2", todo="top2-mask", points=25,
           about="Many rows per program, rows not a multiple of a tile, bfloat16, padded E, ties",
           cases=("random-1000x64", "random-333x128", "random-77x8", "bf16-200x64", "negative-e6",
@@ -89,7 +95,7 @@ GALLERY = [
     wrong("05-one-token-per-tile", "the skeleton's row mapping: every row of a tile is its first "
           "token, so the others are never written",
           fills={"rows-per-program": "rows = pid * BLOCK_M + tl.zeros([BLOCK_M], dtype=tl.int32)"},
-          failed=["fast-gating-weights"], expect={"message": "never written"}),
+          traps=["one-token-per-tile"], failed=["fast-gating-weights"], breaks="rows-per-program"),
     wrong("05-rows-by-sixteen", "token rows counted in steps of 16 (the interpreter's old only "
           "tile height): right at BLOCK_M = 16 only, rows skipped and written twice at 32 and 64",
           fills={"rows-per-program": "rows = pid * 16 + tl.arange(0, BLOCK_M)"},

@@ -1,10 +1,10 @@
 """Exercise 05 (performance track), public checks and the shapes timed against torch."""
 
-from grader.judge.traps import TOP2_NOT_MASKED
+from grader.judge.traps import ONE_TOKEN_PER_TILE, TOP2_NOT_MASKED
 from grader.specs.inputs import logits
 from grader.specs.model import Case, Check
 
-SKELETON_TRAPS = ()
+SKELETON_TRAPS = ("one-token-per-tile",)
 
 # Timed on a GPU against torch's softmax -> topk -> divide in the same process.
 TIMING = (
@@ -22,7 +22,8 @@ CASES = [
 # fmt: off
 CHECKS = [
     Check(id="public-fast-gating-weights", todo="rows-per-program", points=25,
-          about="Many rows per program", cases=("random-300x64",), judge="chosen-weights", hidden=False),
+          about="Many rows per program", cases=("random-300x64",), judge="chosen-weights",
+          traps=(ONE_TOKEN_PER_TILE,), hidden=False),
     Check(id="public-fast-gating-top2", todo="top2-mask", points=25, about="Many rows per program",
           cases=("random-300x64",), judge="top2", traps=(TOP2_NOT_MASKED,), hidden=False,
           requires="rows-per-program"),

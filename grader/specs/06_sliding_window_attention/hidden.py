@@ -86,7 +86,9 @@ CHECKS = [
 
 LO = "lo = tl.maximum(pid_m * BLOCK_M - WINDOW + 1, 0) // BLOCK_N * BLOCK_N"
 _IN_WINDOW = "offs_m[:, None] - offs_n[None, :] < WINDOW"
-MASK = f"visible = visible & ({_IN_WINDOW})"
+# The mask's region holds the given causal `visible`, the line its TODO says to extend.
+_GIVEN = "visible = col_ok[None, :] & (offs_m[:, None] >= offs_n[None, :])"
+MASK = f"{_GIVEN}\nvisible = visible & ({_IN_WINDOW})"
 REFERENCE = {"window-mask": (LO, MASK)}
 
 _WHERE = 'scores = tl.where(visible, scores, float("-inf"))'
@@ -96,7 +98,7 @@ _M_INIT = 'm_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)'
 
 
 def _mask(condition: str, lo: str = LO) -> dict:
-    return {"window-mask": (lo, f"visible = visible & ({condition})")}
+    return {"window-mask": (lo, f"{_GIVEN}\nvisible = visible & ({condition})")}
 
 
 def _lo(expression: str) -> dict:
@@ -106,7 +108,7 @@ def _lo(expression: str) -> dict:
 # fmt: off
 GALLERY = [
     wrong("06-window-ignored", "the loop starts at the window's first tile but no per-pair "
-          "window condition: causal over whole tiles", fills={"window-mask": (LO, "")},
+          "window condition: causal over whole tiles", fills={"window-mask": (LO, _GIVEN)},
           traps=["window-ignored"], breaks="window-mask"),
     wrong("06-window-wrong-side", "the window measured from the key to the row (key - row < "
           "WINDOW): with causality it hides nothing",
@@ -168,7 +170,7 @@ GALLERY = [
     right("06-window-as-key-bound", "the window written as a lower bound on the key's position",
           fills=_mask("offs_n[None, :] >= offs_m[:, None] - WINDOW + 1")),
     right("06-mask-in-one-where", "the window condition written straight into the where",
-          fills={"window-mask": (LO, "window = offs_m[:, None] - offs_n[None, :] < WINDOW")},
+          fills={"window-mask": (LO, f"{_GIVEN}\nwindow = {_IN_WINDOW}")},
           edits=[(_WHERE, 'scores = tl.where(visible & window, scores, float("-inf"))')]),
     right("06-finite-mask", "a large finite mask value instead of -inf (the guard then never "
           "fires: fully masked rows are erased by the next alpha)",
