@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -34,10 +35,10 @@ logging.getLogger("nox").addFilter(lambda record: record.getMessage() != "uv bin
 # runs, the package probe, the command line, and "was successful". Installing, a failure, and
 # every instructor session keep nox's lines.
 STUDENT_SESSIONS = ("grade", "run", "hint", "watch", "reset")
-QUIET = {f"Running session {s}" for s in STUDENT_SESSIONS} | {
-    f"Session {s} was successful." for s in STUDENT_SESSIONS
-}
-logging.getLogger("nox").addFilter(lambda record: record.getMessage() not in QUIET)
+_NAMES = "|".join(STUDENT_SESSIONS)
+# "Session grade was successful." or, when nox times it, "... was successful in 41 seconds."
+QUIET = re.compile(rf"Running session ({_NAMES})$|Session ({_NAMES}) was successful\b")
+logging.getLogger("nox").addFilter(lambda record: not QUIET.match(record.getMessage()))
 
 
 def _nox_as_typed() -> str:
@@ -101,6 +102,7 @@ def _env_python(session: nox.Session, extra: dict[str, str] | None = None) -> st
             "-c",
             "import sysconfig; print(sysconfig.get_paths()['purelib'])",
             silent=True,
+            log=False,
         ).strip()
         own = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
         Path(site, "_kata_parent_site.pth").write_text("\n".join(sorted(own)) + "\n")
