@@ -19,8 +19,9 @@ from kata.catalogue import ALL_EXERCISES, EXERCISES, ROOT, TRACKS, find
 
 # What a kernel that never finishes costs, measured (docs/instructors.md#timings).
 ENDLESS_LOOP = (
-    "A kernel that never finishes is stopped and reported with the line it was on: on a 2-core "
-    "CPU, 61 s after the grading starts, a 'still running' line every 15 s meanwhile."
+    "A kernel that never finishes is stopped at the limit (in the interpreter, with the line it "
+    "was on: on a 2-core CPU, 61 s after the grading starts), a 'still running' line every 15 s "
+    "meanwhile; compiled on a GPU, no line can be named."
 )
 
 
