@@ -43,6 +43,9 @@ class Case:
     # on a GPU.
     config: dict | None = None
     each_config: bool = False
+    # Scalar launch parameters of exercises past the chapter (08's NUM_SPLITS, 09's CAPACITY),
+    # by the kernel parameter's name; the interface reads them.
+    params: dict[str, int] = field(default_factory=dict)
 
     def __str__(self) -> str:
         return self.name
