@@ -2,13 +2,26 @@
 claims is checked against the code it was drawn from: 04's loop bounds, the compiler's
 tensor-core instructions."""
 
+import inspect
+
 import pytest
 
 pytest.importorskip("matplotlib")
 
+from kata import catalogue  # noqa: E402
 from kata.authoring import figures  # noqa: E402
 
 slow = pytest.mark.slow
+DOCS = catalogue.ROOT / "docs"
+
+
+def _text(path) -> str:
+    """A page with its line breaks undone, so that a quoted sentence is found whole."""
+    return " ".join(path.read_text().split())
+
+
+def _defaults(function) -> dict:
+    return {n: p.default for n, p in inspect.signature(function).parameters.items()}
 
 
 @pytest.fixture(autouse=True)
@@ -22,9 +35,18 @@ def _is_png(path) -> bool:
     return path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_flash_tiling_is_drawn(drawn_elsewhere):
+def test_flash_tiling_is_drawn_and_its_caption_says_what_it_shows(drawn_elsewhere):
     path = figures.flash_tiling()
     assert path.parent == drawn_elsewhere and _is_png(path)
+    shape = _defaults(figures.flash_tiling)
+    M, N, D = shape["M"], shape["N"], shape["D"]
+    block = _defaults(figures._solution("01").flash_attention)["BLOCK_M"]
+    programs = -(-M // block)
+    guide = _text(DOCS / "guide.md")
+    assert f"loop for M = {M}, N = {N}, D = {D}, with 01's {block} x {block} blocks" in guide
+    assert f"Program {shape['pid']} owns query rows {block} to {2 * block - 1}" in guide
+    assert f"All cdiv(M, BLOCK_M) = {programs} programs walk all of K and V" in guide
+    assert f"reads K and V {programs} times each" in guide and f"The {M} x {N} scores" in guide
 
 
 @pytest.mark.parametrize("S", [1, 64, 127, 128, 448, 512, 700])
@@ -58,8 +80,20 @@ def test_the_prunes_dropped_tiles_would_leak_future_keys():
     assert leaks
 
 
-def test_causal_stages_is_drawn(drawn_elsewhere):
+def test_causal_stages_is_drawn_and_its_caption_counts_its_tiles(drawn_elsewhere):
     assert _is_png(figures.causal_stages())
+    shape = _defaults(figures.causal_stages)
+    S, block_m, block_n = shape["S"], shape["block_m"], shape["block_n"]
+    visited = figures.causal_stage_tiles(S, block_m, block_n)
+    tiles = (-(-S // block_m)) * (-(-S // block_m) * block_m // block_n)
+    stage = [sum(1 for s in visited.values() if s == n) for n in (1, 2)]
+    page = _text(DOCS / "exercises" / f"{catalogue.find('04').stem}.md")
+    assert f"for S = {S} with {block_m} x {block_n} tiles" in page
+    assert (
+        f"Of the {tiles} tiles, {stage[0]} run in stage 1, {stage[1]} in stage 2, and "
+        f"{tiles - len(visited)} are never loaded" in page
+    )
+    assert f"the first {block_n} rows of the query tile (hatched)" in page
     with pytest.raises(AssertionError, match="not one of 04's tiles"):
         figures.causal_stages(block_m=96)
 
@@ -82,3 +116,10 @@ def test_the_mma_figure_shows_what_the_compiler_emits(drawn_elsewhere):
     if tuple(int(x) for x in triton.__version__.split(".")[:2]) >= (3, 9):
         assert floors["32-bit"] == sm90_tf32[3] == 8  # 3.6 asked 16 of fp32 too
     assert _is_png(figures.mma_shapes())
+    per_thread = [[m * k // 32, k * n // 32, m * n // 32] for _, m, n, k in (sm80_16, sm80_tf32)]
+    (a16, b16, c16), (a32, b32, c32) = per_thread
+    assert c16 == c32
+    guide = _text(DOCS / "guide.md")
+    assert f"(A: {a16} and {a32}, B: {b16} and {b32}, C: {c16})" in guide
+    assert "mma.sync.m16n8k16" in guide and "wgmma.mma_async.m64n64k16" in guide
+    assert "`mma.sync.m16n8k8` and `wgmma.mma_async.m64n64k8`" in guide
