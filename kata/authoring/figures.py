@@ -280,7 +280,7 @@ def flash_tiling(M: int = 64, N: int = 80, D: int = 16, pid: int = 1, step: int 
     ax.text(
         x_chip + chip_w - 1,
         y_chip + chip_h - 2,
-        f"on chip: program {pid} of {programs}",
+        f"on chip: program pid = {pid}, one of {programs}",
         ha="right",
         va="bottom",
         fontsize=8.5,
@@ -345,7 +345,7 @@ def flash_tiling(M: int = 64, N: int = 80, D: int = 16, pid: int = 1, step: int 
         ylim=(bottom + 16, y_k - 8),
         aspect="equal",
         title=f"01's loop, M={M}, N={N}, D={D}, {block_m}x{block_n} blocks: "
-        f"program {pid} at key tile {step}",
+        f"program pid = {pid} at key tile {step}",
     )
     ax.axis("off")
     return _save(fig, "flash_tiling.png")
