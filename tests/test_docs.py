@@ -705,6 +705,26 @@ def test_the_quoted_topk_tie_order():
     assert got == [6, 5]
 
 
+def test_the_quoted_tl_sort_and_tl_topk():
+    """Self-check question 19 says what triton 3.9 offers: tl.sort, and tl.topk for a k that is
+    a power of two no larger than the row, returning values only."""
+    import inspect
+
+    import triton
+    import triton.language as tl
+
+    text = " ".join((ROOT / "docs" / "self-check.md").read_text().split())
+    assert "Triton 3.9 has both functions." in text
+    assert "`tl.topk` wants k to be a power of two, no larger than the row" in text
+    if tuple(int(x) for x in triton.__version__.split(".")[:2]) < (3, 9):
+        pytest.skip(f"quoted for triton 3.9, this is {triton.__version__}")
+    assert hasattr(tl, "sort") and hasattr(tl, "topk")
+    source = Path(tl.standard.__file__).read_text()  # under the interpreter, not a function
+    assert "k must be a power of two" in source
+    assert "k must not exceed the size of the selected dimension" in source
+    assert list(inspect.signature(tl.topk.fn).parameters) == ["x", "k", "dim", "descending"]
+
+
 # ---- figures quoted from the code ------------------------------------------------------------
 
 

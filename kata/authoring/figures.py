@@ -7,11 +7,20 @@
 * running_max.png: for one query row of the chapter's 21.1 data, the running maximum across key
   blocks and the rescale it causes (1 - alpha: zero where nothing happens), with the kernel's
   output checked against the same loop.
+* flash_tiling.png: 01's grid and key loop with 01's own blocks: one program's query rows, the
+  K and V tiles streaming past, what stays on chip, and how many times the grid reads K and V.
+* causal_stages.png: which key tiles 04's causal stages visit, with 04's own tiles; the stage
+  bounds are read from 04's kernel source and evaluated tile by tile.
+* mma_shapes.png: the tensor-core instructions a tl.dot compiles to (read from PTX that Triton
+  compiles here, for sm_80 and sm_90, no GPU needed), and q @ k^T cut into their K steps.
 """
 
 from __future__ import annotations
 
+import ast
+import inspect
 import sys
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -175,6 +184,559 @@ def running_max(row: int = 0, block_n: int = 4) -> Path:
     return _save(fig, "running_max.png")
 
 
+def _box(ax, x, y, w, h, colour, text="", size=8, **kw) -> None:
+    """A rectangle at (x, y), w wide and h tall (y grows downwards), with centred text."""
+    ax.add_patch(plt.Rectangle((x, y), w, h, facecolor=colour, edgecolor="k", lw=1, **kw))
+    if text:
+        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=size)
+
+
+def _arrow(ax, start, end, text="", colour="#636363", **kw) -> None:
+    ax.annotate(
+        text,
+        end,
+        xytext=start,
+        fontsize=7.5,
+        color=colour,
+        arrowprops={"arrowstyle": "->", "color": colour, "lw": 1.2},
+        **kw,
+    )
+
+
+def flash_tiling(M: int = 64, N: int = 80, D: int = 16, pid: int = 1, step: int = 2) -> Path:
+    """01's grid and key loop for one shape, with 01's own block sizes: program ``pid`` at key
+    tile ``step``, what it keeps on chip, and how many times the grid reads K and V."""
+    from kata import host  # imports triton: only once runtime.configure() has run
+
+    defaults = inspect.signature(_solution("01").flash_attention).parameters
+    block_m, block_n, block_d = host.attention_blocks(
+        D, defaults["BLOCK_M"].default, defaults["BLOCK_N"].default
+    )
+    programs = -(-M // block_m)  # the grid, cdiv(M, BLOCK_M)
+    tiles = range(0, N, block_n)  # every program's key loop
+    assert 0 <= pid < programs and 0 <= step < len(tiles) and D <= block_d
+    n0, m0 = tiles[step], pid * block_m
+
+    # K and V lie on their sides, above and below the chip, so that the tile the loop is at
+    # sits right over the scores it makes and right under the acc it feeds.
+    fig, ax = plt.subplots(figsize=(9, 5.4))
+    light, mine, done, now, kept = "#deebf7", "#6baed6", "#c6dbef", "#fdae6b", "#bcbddc"
+    x_q, x_chip, chip_w = 0, 34, max(N, 2 * block_d + block_n + 12) + 44
+    x_out = x_chip + chip_w + 18
+    y_k, y_chip, chip_h = 0, D + 10, 2 * block_m + 22
+    y_v, top, low = y_chip + chip_h + 8, y_chip + 6, y_chip + chip_h - 6 - block_m
+    for name, x in (("Q", x_q), ("out", x_out)):
+        for r0 in range(0, M, block_m):
+            colour = mine if r0 == m0 else light
+            _box(ax, x, y_chip + r0, D, min(block_m, M - r0), colour)
+        ax.text(x + D / 2, y_chip - 2, f"{name} ({M} x {D})", ha="center", fontsize=8.5)
+        ax.text(
+            x + D / 2,
+            y_chip + m0 + block_m / 2,
+            f"rows\n{m0}-{m0 + block_m - 1}",
+            ha="center",
+            va="center",
+            fontsize=7,
+        )
+    for name, y in (("K", y_k), ("V", y_v)):
+        for t in tiles:
+            colour = now if t == n0 else (done if t < n0 else "white")
+            _box(ax, x_chip + t, y, min(block_n, N - t), D, colour)
+        ax.text(
+            x_chip - 2,
+            y + D / 2,
+            f"{name} ({N} x {D}),\non its side",
+            ha="right",
+            va="center",
+            fontsize=8,
+        )
+    ax.text(
+        x_chip + N + 2,
+        y_v + D / 2,
+        "blue: tiles done\norange: this iteration\nwhite: tiles to come",
+        va="center",
+        fontsize=7,
+    )
+    ax.text(
+        x_chip + n0 + block_n / 2,
+        y_k - 2,
+        f"keys {n0}-{n0 + block_n - 1}: this iteration",
+        ha="center",
+        fontsize=7.5,
+    )
+
+    # On chip: what program pid holds while its loop runs.
+    ax.add_patch(
+        plt.Rectangle(
+            (x_chip, y_chip),
+            chip_w,
+            chip_h,
+            facecolor="#f7f7f7",
+            edgecolor="#3182bd",
+            lw=2,
+            zorder=0,
+        )
+    )
+    ax.text(
+        x_chip + chip_w - 1,
+        y_chip + chip_h - 2,
+        f"on chip: program pid = {pid}, one of {programs}",
+        ha="right",
+        va="bottom",
+        fontsize=8.5,
+        color="#3182bd",
+    )
+    _box(ax, x_chip + 2, top, block_d, block_m, mine, f"q\n{block_m}x{block_d}\nloaded\nonce", 7)
+    _box(ax, x_chip + n0, top, block_n, block_m, now, f"scores\n{block_m}x{block_n}", 7)
+    _box(ax, x_chip + n0, low, block_d, block_m, kept, f"acc\n{block_m}x{block_d}", 7)
+    for name, dx in (("m_i", -13), ("l_i", -6)):
+        _box(ax, x_chip + n0 + dx, low, 2, block_m, kept)
+        ax.text(x_chip + n0 + dx + 1, low - 1.5, name, ha="center", fontsize=7)
+    ax.text(
+        x_chip + n0 + max(block_n, block_d) + 3,
+        top + block_m / 2,
+        "m_i, l_i and acc are carried from tile\nto tile (l_i and acc rescaled by alpha\n"
+        "when m_i grows); a tile's scores live\nonly here, for one iteration",
+        va="center",
+        fontsize=7.5,
+    )
+    _arrow(ax, (x_q + D, y_chip + m0 + block_m / 2), (x_chip + 2, top + block_m / 2))
+    _arrow(ax, (x_chip + n0 + block_n / 2, y_k + D), (x_chip + n0 + block_n / 2, top))
+    _arrow(ax, (x_chip + n0 + block_d / 2, y_v), (x_chip + n0 + block_d / 2, low + block_m))
+    _arrow(
+        ax,
+        (x_chip + n0 + block_n / 2, top + block_m),
+        (x_chip + n0 + block_n / 2, low),
+        colour="#e6550d",
+    )
+    ax.text(
+        x_chip + n0 + block_n / 2 + 1,
+        (top + block_m + low) / 2,
+        "p @ v",
+        va="center",
+        fontsize=7,
+        color="#e6550d",
+    )
+    _arrow(ax, (x_chip + n0 + block_d, low + block_m / 2), (x_out, y_chip + m0 + block_m / 2))
+    ax.text(
+        x_chip + n0 + block_d + 3,
+        low + block_m / 2 + 1,
+        "out = acc / l_i, once, after the last tile",
+        va="top",
+        fontsize=7,
+    )
+
+    reads = programs * N * D
+    bottom = y_v + D + 10
+    ax.text(
+        x_q,
+        bottom,
+        f"The grid has cdiv(M, BLOCK_M) = cdiv({M}, {block_m}) = {programs} programs, and each "
+        f"one walks all {len(tiles)} key tiles.\n"
+        f"So the grid reads K and V {programs} times each: {programs} x {N} x {D} = {reads} elements "
+        f"apiece. Q is read once and out written once\n({M * D} elements each). "
+        f"The {M} x {N} = {M * N} scores never leave the chip. "
+        f"A larger BLOCK_M means fewer programs and fewer reads of K and V.",
+        va="top",
+        fontsize=8.5,
+    )
+    ax.set(
+        xlim=(x_q - 1, x_out + D + 1),
+        ylim=(bottom + 16, y_k - 8),
+        aspect="equal",
+        title=f"01's loop, M={M}, N={N}, D={D}, {block_m}x{block_n} blocks: "
+        f"program pid = {pid} at key tile {step}",
+    )
+    ax.axis("off")
+    return _save(fig, "flash_tiling.png")
+
+
+def causal_stages_of_04() -> list[dict[str, str]]:
+    """04's causal key loop as its kernel writes it: for each ``_attend_tiles`` call under
+    ``if CAUSAL:``, in the order they run, the source text of its ``lo``, ``hi`` and ``MASK``."""
+    source = (catalogue.SOLUTIONS / catalogue.find("04").filename).read_text()
+    functions = {f.name: f for f in ast.parse(source).body if isinstance(f, ast.FunctionDef)}
+    params = [a.arg for a in functions["_attend_tiles"].args.args]
+    stages = []
+    for node in ast.walk(functions["attention_fwd_kernel"]):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "CAUSAL":
+            for statement in node.body:
+                for call in ast.walk(statement):
+                    if isinstance(call, ast.Call) and ast.unparse(call.func) == "_attend_tiles":
+                        args = dict(zip(params, map(ast.unparse, call.args)))
+                        stages.append({key: args[key] for key in ("lo", "hi", "MASK")})
+    return stages
+
+
+def causal_stage_tiles(S: int, block_m: int, block_n: int) -> dict[tuple[int, int], int]:
+    """(first query row, first key) of every tile 04's causal path visits, mapped to its stage
+    (1, 2, ...): the loop bounds evaluated the way the kernel evaluates them, tile by tile."""
+    visited = {}
+    for pid_m in range(-(-S // block_m)):
+        for stage, bounds in enumerate(causal_stages_of_04(), 1):
+            names = {"pid_m": pid_m, "BLOCK_M": block_m, "BLOCK_N": block_n, "S": S}
+            lo, hi = (eval(bounds[b], {"__builtins__": {}}, names) for b in ("lo", "hi"))
+            for n0 in range(lo, hi, block_n):  # the kernel's tl.range(lo, hi, BLOCK_N)
+                assert (pid_m * block_m, n0) not in visited, "a tile visited twice"
+                visited[pid_m * block_m, n0] = stage
+    return visited
+
+
+def _above_diagonal(x0: float, y0: float, w: float, h: float) -> np.ndarray:
+    """The part of the rectangle (x0, y0, w, h) where y <= x (query <= key, x the key): the
+    rectangle clipped by one half-plane, corner by corner."""
+    corners = [(x0, y0), (x0 + w, y0), (x0 + w, y0 + h), (x0, y0 + h)]
+    kept = []
+    for (xa, ya), (xb, yb) in zip(corners, corners[1:] + corners[:1]):
+        if ya <= xa:
+            kept.append((xa, ya))
+        if (ya <= xa) != (yb <= xb):  # the edge crosses y = x
+            t = (xa - ya) / ((xa - ya) - (xb - yb))
+            kept.append((xa + t * (xb - xa), ya + t * (yb - ya)))
+    return np.array(kept)
+
+
+def _configs_of_04() -> list[tuple]:
+    source = (catalogue.SOLUTIONS / catalogue.find("04").filename).read_text()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "CONFIGS":
+            return list(ast.literal_eval(node.value.generators[0].iter))
+    raise LookupError("04 has no CONFIGS list")
+
+
+def causal_stages(S: int = 448, block_m: int = 128, block_n: int = 64) -> Path:
+    """04's two-stage causal loop with 04's own tiles: which key tiles each query tile visits in
+    stage 1 and in stage 2, which of its rows a stage-2 tile hides entirely, and where S ends."""
+    assert any(c[:2] == (block_m, block_n) for c in _configs_of_04()), "not one of 04's tiles"
+    stages = causal_stages_of_04()
+    visited = causal_stage_tiles(S, block_m, block_n)
+    programs = -(-S // block_m)
+    edge = programs * block_m  # the last query tile's rows, and the last key tile's keys
+    colours = {1: "#9ecae1", 2: "#fdae6b", 0: "#eeeeee"}
+
+    fig, ax = plt.subplots(figsize=(8.6, 8), layout="constrained")
+    for m0 in range(0, edge, block_m):
+        for n0 in range(0, edge, block_n):
+            stage = visited.get((m0, n0), 0)
+            ax.add_patch(plt.Rectangle((n0, m0), block_n, block_m, fc=colours[stage], ec="k", lw=1))
+            if stage:
+                ax.text(n0 + block_n / 2, m0 + 14, f"stage {stage}", ha="center", fontsize=7.5)
+            if stage != len(stages):
+                continue
+            # Inside a diagonal tile: the pairs the mask hides (key > query), and the rows
+            # that see none of the tile's keys.
+            hidden = _above_diagonal(n0, m0, block_n, block_m)
+            ax.add_patch(plt.Polygon(hidden, fc="white", alpha=0.6, lw=0))
+            blind = [r for r in range(m0, min(m0 + block_m, S)) if r < n0]
+            if blind:
+                ax.add_patch(
+                    plt.Rectangle(
+                        (n0, blind[0]),
+                        block_n,
+                        len(blind),
+                        fill=False,
+                        hatch="xx",
+                        ec="#d94801",
+                        lw=0,
+                    )
+                )
+    (diagonal,) = ax.plot([0, S], [0, S], color="#08306b", lw=1.5)
+    if edge > S:  # what lies past S: rows never stored, keys that no real row may see
+        for rect in ((0, S, edge, edge - S), (S, 0, edge - S, S)):
+            ax.add_patch(plt.Rectangle(rect[:2], *rect[2:], fc="#636363", alpha=0.18, lw=0))
+        ax.text(
+            8,
+            S + (edge - S) / 2,
+            f"rows past S = {S}: computed, never stored",
+            va="center",
+            fontsize=7.5,
+        )
+        ax.text(
+            S + (edge - S) / 2,
+            S / 2,
+            "keys past S: loaded as zeros, and no real row may see them",
+            rotation=90,
+            ha="center",
+            va="center",
+            fontsize=7.5,
+        )
+
+    # The argument for the hatched rows, for the last query tile that has a stage 1.
+    m0 = (programs - 2) * block_m if programs > 1 else 0
+    first = min(n for (m, n), st in visited.items() if m == m0 and st == len(stages))
+    n0 = first + block_n
+    ax.annotate(
+        f"rows {m0}-{n0 - 1} see none of keys {n0}-{n0 + block_n - 1}: every\n"
+        f"pair is masked, so p = 0, and alpha = 1 because\n"
+        f"m_i is finite already: stage 1 showed them\n"
+        f"keys 0-{m0 - 1}, the first diagonal tile their own",
+        (n0 + block_n / 2, m0 + (n0 - m0) / 2),
+        xytext=(m0, m0 - block_m + 16),
+        fontsize=7.5,
+        arrowprops={"arrowstyle": "->", "color": "#d94801"},
+        bbox={"fc": "white", "ec": "#d94801", "lw": 0.8},
+    )
+    ax.annotate(
+        "pid_m = 0: no stage 1, but key 0 is in\nits first diagonal tile, for every row",
+        (block_n / 2, block_m / 2),
+        xytext=(2 * block_m + 8, block_m * 0.3),
+        fontsize=7.5,
+        arrowprops={"arrowstyle": "->", "color": "#636363"},
+        bbox={"fc": "white", "ec": "#636363", "lw": 0.8},
+    )
+    right = ax.secondary_yaxis("right")
+    right.set_yticks(
+        [m0 + block_m / 2 for m0 in range(0, edge, block_m)],
+        [f"pid_m = {p}\nprogram_id {programs - 1 - p}" for p in range(programs)],
+        fontsize=7.5,
+    )
+    right.tick_params(length=0)
+    labels = [
+        f"stage {n}: keys range({b['lo']}, {b['hi']}, BLOCK_N), MASK = {b['MASK']}"
+        for n, b in enumerate(stages, 1)
+    ]
+    handles = [plt.Rectangle((0, 0), 1, 1, fc=colours[n]) for n in range(1, len(stages) + 1)]
+    handles += [
+        plt.Rectangle((0, 0), 1, 1, fc=colours[0]),
+        plt.Rectangle((0, 0), 1, 1, fc=colours[2], hatch="xx", ec="#d94801"),
+    ]
+    handles += [plt.Rectangle((0, 0), 1, 1, fc=colours[2], alpha=0.4), diagonal]
+    labels += [
+        "never visited",
+        "rows that see no key of this diagonal tile",
+        "pairs the mask hides (key > query)",
+        "key = query",
+    ]
+    fig.legend(handles, labels, loc="outside lower center", ncol=2, fontsize=7.5, frameon=False)
+    ticks = list(range(0, edge + 1, block_n))
+    ax.set(
+        xlim=(0, edge),
+        ylim=(edge, 0),
+        aspect="equal",
+        xticks=ticks,
+        yticks=list(range(0, edge + 1, block_m)),
+        xlabel="key index",
+        ylabel="query index",
+        title=f"04's causal stages: S = {S}, BLOCK_M = {block_m}, BLOCK_N = {block_n}",
+    )
+    ax.tick_params(labelsize=7.5)
+    return _save(fig, "causal_stages.png")
+
+
+# A tl.dot compiled for a GPU without one (Triton's compiler needs none): the tensor-core
+# instructions its PTX holds. Run in a subprocess, because a kernel defined while
+# TRITON_INTERPRET is set is an interpreter kernel, which does not compile.
+_DOT_PROBE = """
+import json
+import re
+import sys
+
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+
+@triton.jit
+def dot(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, P: tl.constexpr):
+    m, n, k = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + m[:, None] * K + k[None, :])
+    b = tl.load(b_ptr + k[:, None] * N + n[None, :])
+    tl.store(c_ptr + m[:, None] * N + n[None, :], tl.dot(a, b, input_precision=P))
+
+
+found = {}
+for arch, dtype, size, precision in json.loads(sys.argv[1]):
+    types = {"a_ptr": "*" + dtype, "b_ptr": "*" + dtype, "c_ptr": "*fp32"}
+    sizes = {"M": size, "N": size, "K": size, "P": precision}
+    source = ASTSource(dot, signature={**types, **dict.fromkeys(sizes, "constexpr")},
+                       constexprs=sizes)
+    ptx = triton.compile(source, target=GPUTarget("cuda", arch, 32)).asm["ptx"]
+    shapes = re.findall(r"(mma[.]sync|wgmma[.]mma_async)[.a-z]*[.]m(\\d+)n(\\d+)k(\\d+)", ptx)
+    found[f"{arch} {dtype} {size} {precision}"] = sorted({(i, *map(int, s)) for i, *s in shapes})
+print(json.dumps(found))
+"""
+DOT_PROBES = (  # (sm_, operand type, M = N = K, input_precision)
+    (80, "fp16", 16, "ieee"),
+    (80, "fp32", 16, "tf32"),
+    (90, "fp16", 64, "ieee"),
+    (90, "fp32", 64, "tf32"),
+    (90, "fp32", 64, "ieee"),
+)
+
+
+def compiled_mma() -> dict[tuple, list[tuple[str, int, int, int]]]:
+    """For each of DOT_PROBES, the (instruction, m, n, k) the compiled PTX holds."""
+    import json
+    import os
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = Path(tmp) / "dot_probe.py"
+        probe.write_text(_DOT_PROBE)
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        env["TRITON_CACHE_DIR"] = str(Path(tmp) / "cache")
+        proc = subprocess.run(
+            [sys.executable, str(probe), json.dumps(DOT_PROBES)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    if proc.returncode != 0:
+        raise RuntimeError(f"compiling the probe dots failed:\n{proc.stderr[-2000:]}")
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {p: [tuple(i) for i in found[" ".join(map(str, p))]] for p in DOT_PROBES}
+
+
+def min_dot_k() -> dict[str, int]:
+    """The smallest K that the installed Triton's NVIDIA backend lets tl.dot have, by operand
+    type (read from the backend, so that the figure says what this Triton does)."""
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import min_dot_size
+
+    check = min_dot_size(GPUTarget("cuda", 90, 32))
+    types = {"8-bit": tl.float8e4nv, "16-bit": tl.float16, "32-bit": tl.float32}
+    return {
+        name: check(tl.block_type(t, [16, 16]), tl.block_type(t, [16, 16]))[2]
+        for name, t in types.items()
+    }
+
+
+def _matrix(ax, x, y, rows, cols, colour, title="", below="", highlight=None) -> None:
+    """A rows x cols matrix at (x, y), one cell per element; ``highlight`` = (first column,
+    last column + 1, colour) shades a band of columns, or with a leading "rows", of rows."""
+    ax.add_patch(plt.Rectangle((x, y), cols, rows, fc=colour, ec="none"))
+    if highlight:
+        kind, a, b, shade = highlight
+        band = (x + a, y, b - a, rows) if kind == "cols" else (x, y + a, cols, b - a)
+        ax.add_patch(plt.Rectangle(band[:2], *band[2:], fc=shade, ec="none"))
+    for i in range(1, cols):
+        ax.plot([x + i, x + i], [y, y + rows], color="white", lw=0.4)
+    for j in range(1, rows):
+        ax.plot([x, x + cols], [y + j, y + j], color="white", lw=0.4)
+    ax.add_patch(plt.Rectangle((x, y), cols, rows, fill=False, ec="k", lw=1))
+    if title:
+        ax.text(x + cols / 2, y - 1.2, title, ha="center", va="bottom", fontsize=7.5)
+    if below:
+        ax.text(x + cols / 2, y + rows + 1.2, below, ha="center", va="top", fontsize=7)
+
+
+def mma_shapes() -> Path:
+    """Why tl.dot wants K >= 16 on 16-bit inputs: the fragments of the tensor-core instructions
+    the compiler emits (A m x k, B k x n, C m x n), and q @ k^T cut into K steps along the head
+    dimension. Every shape is read from PTX that Triton compiled here, for sm_80 and sm_90."""
+    import triton
+
+    emitted = compiled_mma()
+    floors = min_dot_k()
+
+    def only(probe):
+        (found,) = emitted[probe]  # one kind of instruction per dot
+        return found
+
+    a_col, b_col, c_col = "#9ecae1", "#fdae6b", "#bcbddc"
+    fig, (top, low) = plt.subplots(
+        2, 1, figsize=(9, 7), layout="constrained", gridspec_kw={"height_ratios": [1.1, 2.6]}
+    )
+
+    # One instruction each, one cell per element, for one warp of 32 threads.
+    x, gap = 0, 7
+    for probe, label, width in (
+        (DOT_PROBES[0], "fp16", 2),
+        (DOT_PROBES[1], "tf32", 4),
+    ):
+        name, m, n, k = only(probe)
+        top.text(x, -8, f"sm_{probe[0]}, {label}: {name}.m{m}n{n}k{k}", fontsize=8)
+        _matrix(top, x, 0, m, k, a_col, f"A: m x k = {m} x {k}", f"{m * k // 32} per thread")
+        _matrix(top, x + k + gap, 0, k, n, b_col, f"B: {k} x {n}", f"{k * n // 32} per thread")
+        _matrix(
+            top, x + k + n + 2 * gap, 0, m, n, c_col, f"C: {m} x {n}", f"{m * n // 32} per thread"
+        )
+        top.text(x + k + gap / 2, m / 2, "x", ha="center", va="center", fontsize=11)
+        top.text(x + k + n + 1.5 * gap, m / 2, "+=", ha="center", va="center", fontsize=10)
+        top.text(x, m + 5, f"a row of A: {k} x {width} bytes = {k * width} bytes", fontsize=7.5)
+        x += k + 2 * n + 2 * gap + 12
+    hopper = [only(p) for p in DOT_PROBES[2:4]]
+    ieee = emitted[DOT_PROBES[4]]
+    lines = [
+        "per thread: the elements each of the",
+        "warp's 32 threads holds in registers",
+        "",
+        "sm_90 (Hopper), M = N = K = 64: one",
+        "warpgroup (4 warps) issues",
+        *(f"  {i}.m{m}n{n}k{k}" for i, m, n, k in hopper),
+        "for fp16 and tf32: k is again 32 bytes.",
+        "fp32 with input_precision ieee: "
+        + ("no tensor core." if not ieee else ", ".join(i for i, *_ in ieee)),
+        "",
+        "The smallest K tl.dot accepts (min_dot_size",
+        f"of the NVIDIA backend, triton {triton.__version__}):",
+        ", ".join(f"{name} {k}" for name, k in floors.items()),
+    ]
+    top.text(x, -10, "\n".join(lines), fontsize=7.5, va="top")
+    top.set(xlim=(-1, x + 48), ylim=(24, -10), aspect="equal")
+    top.axis("off")
+
+    # q @ k^T for one query tile, cut into K steps along the head dimension: the Hopper
+    # instruction for fp16, with its own m, n and k.
+    name, block_m, block_n, k16 = hopper[0]
+    head_dim = DOT_PROBES[2][2]
+    steps, step = head_dim // k16, 1
+    band = (step * k16, (step + 1) * k16)
+    _matrix(
+        low,
+        0,
+        0,
+        block_m,
+        head_dim,
+        "#deebf7",
+        f"q: BLOCK_M x HEAD_DIM = {block_m} x {head_dim}",
+        highlight=("cols", *band, a_col),
+    )
+    x_k = head_dim + 10
+    _matrix(
+        low,
+        x_k,
+        0,
+        head_dim,
+        block_n,
+        "#fee6ce",
+        f"k^T: HEAD_DIM x BLOCK_N = {head_dim} x {block_n}",
+        highlight=("rows", *band, b_col),
+    )
+    x_s = x_k + block_n + 10
+    _matrix(low, x_s, 0, block_m, block_n, c_col, f"scores: {block_m} x {block_n}, fp32")
+    low.text(head_dim + 5, block_m / 2, "@", ha="center", va="center", fontsize=13)
+    low.text(x_k + block_n + 5, block_m / 2, "=", ha="center", va="center", fontsize=13)
+    for i in range(1, steps):
+        low.plot([i * k16] * 2, [0, block_m], color="#3182bd", lw=1.2, ls="--")
+        low.plot([x_k, x_k + block_n], [i * k16] * 2, color="#e6550d", lw=1.2, ls="--")
+    for i in range(steps):
+        low.text(i * k16 + k16 / 2, block_m + 3, f"step {i + 1}", ha="center", fontsize=7)
+    text = (
+        f"HEAD_DIM = {head_dim} is {steps} K steps of {k16}: {steps} {name}.m{block_m}n{block_n}"
+        f"k{k16} in a row, each adding one slice's products into the same scores. Step "
+        f"{step + 1} (shaded) multiplies columns {band[0]}-{band[1] - 1} of q by rows "
+        f"{band[0]}-{band[1] - 1} of k^T. A head dimension of 8 would fill half a step; triton "
+        f'refuses that dot before it picks an instruction ("M >= 1, N >= 1 and K >= '
+        f'{floors["16-bit"]}"): its floor on K is the k of the instruction it would emit. '
+        "Padding BLOCK_D to 16 with zeros fills the step, and the zero columns add nothing to "
+        "any score. An M or N below the instruction's is no problem: the compiler pads those "
+        "by itself."
+    )
+    low.text(0, block_m + 9, textwrap.fill(text, 128), fontsize=8, va="top")
+    low.set(xlim=(-1, x_s + block_n + 1), ylim=(block_m + 32, -6), aspect="equal")
+    low.axis("off")
+    fig.suptitle(
+        "Why tl.dot wants K >= 16: the tensor-core instructions, and q @ k^T in K steps",
+        fontsize=10,
+    )
+    return _save(fig, "mma_shapes.png")
+
+
 def _save(fig, name: str) -> Path:
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / name
@@ -187,7 +749,14 @@ def _save(fig, name: str) -> Path:
 
 def main() -> int:
     runtime.configure()
-    for make in (causal_tiles, raw_top2_sums, running_max):
+    for make in (
+        causal_tiles,
+        raw_top2_sums,
+        running_max,
+        flash_tiling,
+        causal_stages,
+        mma_shapes,
+    ):
         print(f"wrote {make().relative_to(catalogue.ROOT)}")
     return 0
 

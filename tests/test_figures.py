@@ -1,0 +1,125 @@
+"""The figures that explain the kernels (``nox -s figures``): each is drawn here, and what it
+claims is checked against the code it was drawn from: 04's loop bounds, the compiler's
+tensor-core instructions."""
+
+import inspect
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from kata import catalogue  # noqa: E402
+from kata.authoring import figures  # noqa: E402
+
+slow = pytest.mark.slow
+DOCS = catalogue.ROOT / "docs"
+
+
+def _text(path) -> str:
+    """A page with its line breaks undone, so that a quoted sentence is found whole."""
+    return " ".join(path.read_text().split())
+
+
+def _defaults(function) -> dict:
+    return {n: p.default for n, p in inspect.signature(function).parameters.items()}
+
+
+@pytest.fixture(autouse=True)
+def drawn_elsewhere(tmp_path, monkeypatch):
+    """The figures go to a temporary folder, never over docs/figures."""
+    monkeypatch.setattr(figures, "OUT", tmp_path)
+    return tmp_path
+
+
+def _is_png(path) -> bool:
+    return path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_flash_tiling_is_drawn_and_its_caption_says_what_it_shows(drawn_elsewhere):
+    path = figures.flash_tiling()
+    assert path.parent == drawn_elsewhere and _is_png(path)
+    shape = _defaults(figures.flash_tiling)
+    M, N, D = shape["M"], shape["N"], shape["D"]
+    block = _defaults(figures._solution("01").flash_attention)["BLOCK_M"]
+    programs = -(-M // block)
+    guide = _text(DOCS / "guide.md")
+    assert f"loop for M = {M}, N = {N}, D = {D}, with 01's {block} x {block} blocks" in guide
+    assert f"Program {shape['pid']} owns query rows {block} to {2 * block - 1}" in guide
+    assert f"All cdiv(M, BLOCK_M) = {programs} programs walk all of K and V" in guide
+    assert f"reads K and V {programs} times each" in guide and f"The {M} x {N} scores" in guide
+
+
+@pytest.mark.parametrize("S", [1, 64, 127, 128, 448, 512, 700])
+@pytest.mark.parametrize(("block_m", "block_n"), [(128, 64), (64, 64), (128, 128)])
+def test_04s_causal_stages_cover_each_visible_key_once(S, block_m, block_n):
+    """The tiles the figure colours, from 04's own bounds: every visible pair (key <= query < S)
+    lies in exactly one visited tile; stage 1 needs no mask; and every row has seen a visible
+    key before it meets a stage-2 tile that hides all of its keys (so alpha is never NaN)."""
+    stages = figures.causal_stages_of_04()
+    assert [s["MASK"] for s in stages] == ["NO_MASK", "DIAGONAL"]
+    visited = figures.causal_stage_tiles(S, block_m, block_n)
+    for row in range(S):
+        m0 = row // block_m * block_m
+        tiles = sorted((n0, stage) for (m, n0), stage in visited.items() if m == m0)
+        keys = [k for n0, _ in tiles for k in range(n0, n0 + block_n) if k <= row]
+        assert keys == list(range(row + 1)), row  # each visible key once, in order
+        seen = False
+        for n0, stage in tiles:
+            visible = n0 <= row
+            if stage == 1:
+                assert n0 + block_n - 1 <= m0  # every key of the tile precedes every row
+            assert seen or visible, (row, n0)  # a fully hidden tile only after a real key
+            seen = seen or visible
+
+
+def test_the_prunes_dropped_tiles_would_leak_future_keys():
+    """With 64-row query tiles and 128-key tiles (what 04's prune drops), stage 1 loads keys
+    that rows of its own query tile must not see."""
+    visited = figures.causal_stage_tiles(256, 64, 128)
+    leaks = [(m0, n0) for (m0, n0), stage in visited.items() if stage == 1 and n0 + 127 > m0]
+    assert leaks
+
+
+def test_causal_stages_is_drawn_and_its_caption_counts_its_tiles(drawn_elsewhere):
+    assert _is_png(figures.causal_stages())
+    shape = _defaults(figures.causal_stages)
+    S, block_m, block_n = shape["S"], shape["block_m"], shape["block_n"]
+    visited = figures.causal_stage_tiles(S, block_m, block_n)
+    tiles = (-(-S // block_m)) * (-(-S // block_m) * block_m // block_n)
+    stage = [sum(1 for s in visited.values() if s == n) for n in (1, 2)]
+    page = _text(DOCS / "exercises" / f"{catalogue.find('04').stem}.md")
+    assert f"for S = {S} with {block_m} x {block_n} tiles" in page
+    assert (
+        f"Of the {tiles} tiles, {stage[0]} run in stage 1, {stage[1]} in stage 2, and "
+        f"{tiles - len(visited)} are never loaded" in page
+    )
+    assert f"the first {block_n} rows of the query tile (hatched)" in page
+    with pytest.raises(AssertionError, match="not one of 04's tiles"):
+        figures.causal_stages(block_m=96)
+
+
+@slow
+def test_the_mma_figure_shows_what_the_compiler_emits(drawn_elsewhere):
+    """Compiled here for sm_80 and sm_90: 16-bit dots run instructions with k = 16 and tf32 dots
+    k = 8, the floors the backend sets on K; IEEE fp32 uses no tensor-core instruction."""
+    import triton
+
+    emitted = figures.compiled_mma()
+    floors = figures.min_dot_k()
+    (sm80_16,), (sm80_tf32,) = emitted[figures.DOT_PROBES[0]], emitted[figures.DOT_PROBES[1]]
+    (sm90_16,), (sm90_tf32,) = emitted[figures.DOT_PROBES[2]], emitted[figures.DOT_PROBES[3]]
+    assert sm80_16 == ("mma.sync", 16, 8, 16) and sm80_tf32 == ("mma.sync", 16, 8, 8)
+    assert sm90_16 == ("wgmma.mma_async", 64, 64, 16)
+    assert sm90_tf32 == ("wgmma.mma_async", 64, 64, 8)
+    assert emitted[figures.DOT_PROBES[4]] == []
+    assert floors["16-bit"] == sm80_16[3] == sm90_16[3] == 16
+    if tuple(int(x) for x in triton.__version__.split(".")[:2]) >= (3, 9):
+        assert floors["32-bit"] == sm90_tf32[3] == 8  # 3.6 asked 16 of fp32 too
+    assert _is_png(figures.mma_shapes())
+    per_thread = [[m * k // 32, k * n // 32, m * n // 32] for _, m, n, k in (sm80_16, sm80_tf32)]
+    (a16, b16, c16), (a32, b32, c32) = per_thread
+    assert c16 == c32
+    guide = _text(DOCS / "guide.md")
+    assert f"(A: {a16} and {a32}, B: {b16} and {b32}, C: {c16})" in guide
+    assert "mma.sync.m16n8k16" in guide and "wgmma.mma_async.m64n64k16" in guide
+    assert "`mma.sync.m16n8k8` and `wgmma.mma_async.m64n64k8`" in guide
