@@ -1,26 +1,36 @@
 """Exercise 08 (extensions track), public checks: what the student handout grades with
-(TODO window-mask)."""
+(TODO merge)."""
 
-from grader.judge.traps import WINDOW_IGNORED, WINDOW_OFF_BY_ONE
-from grader.specs.inputs import qkv
-from grader.specs.model import Case, Check
+from grader.judge.traps import (
+    LSE_BASE_2,
+    LSE_MISSING_MAX,
+    MERGE_ACC_NOT_RESCALED,
+    MERGE_L_NOT_RESCALED,
+    SPLIT_PARTIALS_AVERAGED,
+)
+from grader.specs.boundary import split_kv
+from grader.specs.model import Check
 
-SKELETON_TRAPS = ("window-ignored",)
+SKELETON_TRAPS = ("split-partials-averaged",)
 
 # fmt: off
 CASES = [
-    Case(name="example-48x48-w10", about="M=N=48, D=16, WINDOW=10 (the worked example's shape)",
-         inputs=qkv(961, 48, 48, 16), causal=True, window=10, hidden=False),
-    Case(name="m-lt-n-24x40-w7", about="M=24, N=40, D=16, WINDOW=7: fewer queries than keys",
-         inputs=qkv(962, 24, 40, 16), causal=True, window=7, hidden=False),
+    split_kv(981, 16, 5, 16, lengths=[80, 33, 1], group=2, name="example-5x16",
+             what="the worked example's shape, two query rows per cache", hidden=False),
+    split_kv(982, 32, 4, 24, name="full-4x32", what="every split holds keys", hidden=False),
 ]
 # fmt: on
 
 # fmt: off
 CHECKS = [
-    Check(id="public-window", todo="window-mask", points=25,
-          about="The worked example's shape, and M < N",
-          cases=("example-48x48-w10", "m-lt-n-24x40-w7"), judge="output",
-          traps=(WINDOW_IGNORED, WINDOW_OFF_BY_ONE), hidden=False),
+    Check(id="public-merge", todo="merge", points=17,
+          about="out: the worked example's shape (empty splits), and splits that all hold keys",
+          cases=("example-5x16", "full-4x32"), judge="output",
+          traps=(SPLIT_PARTIALS_AVERAGED, MERGE_L_NOT_RESCALED, MERGE_ACC_NOT_RESCALED),
+          hidden=False),
+    Check(id="public-lse", todo="merge", points=8,
+          about="lse: the same partials", cases=("example-5x16", "full-4x32"), judge="lse",
+          traps=(LSE_MISSING_MAX, LSE_BASE_2, SPLIT_PARTIALS_AVERAGED, MERGE_L_NOT_RESCALED),
+          hidden=False),
 ]
 # fmt: on
