@@ -733,14 +733,15 @@ SPLIT_PARTIALS_AVERAGED = Trap(
     "its own maximum; a split whose scores are higher must count for more, in proportion to "
     "exp(m_j) l_j. Weight every split by exp(m_j - m), m the largest m_j, before adding its "
     "partials: TODO(merge).",
-    hint="weight split j by exp(m_j - m), not 1/splits (TODO merge)",
+    hint="weight split j by exp(m_j - m) (TODO merge)",
     why=(
         "Each split's `acc_j / l_j` is a right answer to a smaller question: attention over "
         "that split's keys alone. The whole row's softmax gives split `j` the share "
         "`exp(m_j) l_j / sum_i exp(m_i) l_i` of its weight, so averaging the splits' outputs "
         "(one vote each) is right only when every split holds the same softmax mass, and a "
         "split of much higher scores should decide nearly alone. It is the online-softmax "
-        "invariant of [01](exercises/01_flash_attention_core.md) across programs: partials "
+        "invariant of exercise 01 ([`acc-not-rescaled`](#acc-not-rescaled)) across programs: "
+        "partials "
         "measured against different maxima must be brought to one reference point, the row's "
         "largest `m_j`, before they are added. Averaging each split's log-sum-exp `m_j + ln "
         "l_j` fails the same way: the log of a sum is not the mean of the logs. The untouched "
@@ -844,7 +845,7 @@ LSE_BASE_2 = Trap(
     hint="natural log: m + tl.log(L) (TODO merge)",
     why=(
         "Fast kernels work in base 2 (`exp2`, with log2(e) folded into the scale, as in "
-        "[04](exercises/04_fast_attention.md)), and their log-sum-exp comes out in base 2 too. "
+        "exercise 04), and their log-sum-exp comes out in base 2 too. "
         "The interface asks for the natural one, ln sum_n exp(s_n), like torch's "
         "`logsumexp`. `m + log2(L)` mixes the two (too large by 0.44 ln L), and a whole base-2 "
         "result is too large by a factor log2(e) = 1.4427. Both are exact formulas in the "

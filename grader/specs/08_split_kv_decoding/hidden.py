@@ -24,8 +24,8 @@ from grader.specs.model import Case, Check, right, wrong
 
 _PADDED = {"m": "padded", "l": "padded", "acc": "padded"}
 _STRIDED = split_kv(
-    830, 16, 3, 40, empty=True, name="strided-partials", layout=_PADDED,
-    twin="strided-partials-plain",
+    830, 16, 3, 40, empty=True, name="wide-buffers-3x16", layout=_PADDED,
+    twin="wide-buffers-plain",
     what="m, l and acc inside wider buffers (row strides past NUM_SPLITS and D, NaN beyond)",
 )  # fmt: skip
 
@@ -51,7 +51,7 @@ CASES = [
              name="dominant-split",
              what="on every other row one split scores 100 above the rest, not always the first"),
     _STRIDED,
-    Case(name="strided-partials-plain", about="the strided case's numbers, contiguous",
+    Case(name="wide-buffers-plain", about="the strided case's numbers, contiguous",
          inputs=_STRIDED.inputs, params=_STRIDED.params),
 ]
 # fmt: on
@@ -83,7 +83,7 @@ CHECKS = [
           cases=_HOSTILE, judge="lse", traps=(*_LSE_TRAPS, MERGE_NO_MAX_SHIFT)),
     Check(id="strided-partials", todo=None, points=0,
           about="Note on given code: partial buffers wider than their splits (row strides past "
-          "NUM_SPLITS and D)", cases=("strided-partials",), judge="twin", contract=True),
+          "NUM_SPLITS and D)", cases=("wide-buffers-3x16",), judge="twin", contract=True),
 ]
 # fmt: on
 
