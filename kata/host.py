@@ -247,11 +247,12 @@ def launch_fast_gating(kernel, logits, *, out=None):
 # ---- split-KV decoding (exercise 08) ---------------------------------------------------------
 
 
-def check_decode_inputs(q, k, v, lengths) -> int:
+def check_decode_inputs(q, k, v, lengths, *, values: bool = True) -> int:
     """Raise TypeError/ValueError naming the first problem with one query row per head, q
     (B, D), against KV caches k, v (C, N, D) whose first ``lengths[c]`` keys are filled; B must
     be a multiple of C (B // C query heads share a cache, as in grouped-query attention).
-    Returns that group size. Reads the lengths once (one device sync)."""
+    Returns that group size. With ``values``, each length must lie in 1..N, which reads the
+    lengths back once (a device sync: a decoding loop that knows its lengths skips it)."""
     _require_tensor("q", q)
     for name, x in (("k", k), ("v", v)):
         if not isinstance(x, torch.Tensor) or not x.is_floating_point():
@@ -275,6 +276,8 @@ def check_decode_inputs(q, k, v, lengths) -> int:
             f"lengths must have shape ({C},), one per cache, got {tuple(lengths.shape)}"
         )
     _require_device(q=q, k=k, v=v, lengths=lengths)
+    if not values:
+        return q.shape[0] // C
     low, high = (int(x) for x in torch.aminmax(lengths))
     if low < 1:
         first = int(torch.nonzero(lengths < 1)[0, 0])
@@ -366,13 +369,16 @@ def default_num_splits(rows: int, N: int, min_keys: int = 256) -> int:
     return max(1, min(wanted, N // min_keys))
 
 
-def launch_split_kv_partials(kernel, q, k, v, lengths, num_splits=None, *, block_n: int = 64):
+def launch_split_kv_partials(
+    kernel, q, k, v, lengths, num_splits=None, *, block_n: int = 64, check_lengths: bool = True
+):
     """Check the inputs, then run exercise 08's partial ``kernel``: grid (rows, splits), each
     program the online softmax of one query row over one split of its cache. The split size is
     a whole number of ``block_n``-key tiles, so there may be fewer splits than asked for (None:
     ``default_num_splits``). Returns the partials ``(m, l, acc)``: (B, S), (B, S) and (B, S, D),
-    float32."""
-    group = check_decode_inputs(q, k, v, lengths)
+    float32. ``check_lengths=False`` trusts the lengths (no device sync; see
+    ``check_decode_inputs``)."""
+    group = check_decode_inputs(q, k, v, lengths, values=check_lengths)
     B, D = q.shape
     N = k.shape[1]
     if num_splits is None:
