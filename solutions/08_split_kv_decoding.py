@@ -70,7 +70,8 @@ def split_kv_partial_kernel(
     # softmax of 01 for a single row (no tl.dot: one row is a sum of products).
     b = tl.program_id(0)
     j = tl.program_id(1)
-    cache = b // GROUP
+    # int64: a cache's offset passes 2^31 elements from 1024 caches of 16k keys x 128 on.
+    cache = (b // GROUP).to(tl.int64)
     offs_d = tl.arange(0, BLOCK_D)
     d_ok = offs_d < D
     q = tl.load(q_ptr + b * stride_qb + offs_d, mask=d_ok, other=0.0).to(tl.float32)

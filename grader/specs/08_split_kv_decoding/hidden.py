@@ -136,7 +136,8 @@ GALLERY = [
     wrong("08-exp2-without-log2e", "exp2(m_j - m): the weights in the wrong base",
           fills=_merge(w="w = tl.exp2(m_j - m)"), breaks="merge"),
     wrong("08-max-from-zero", "the maximum taken with 0: rows whose scores are all near -150 "
-          "underflow to 0 / 0", fills=_merge(m="m = tl.maximum(tl.max(m_j), 0.0)"),
+          "underflow to 0 / 0, as without the maximum",
+          fills=_merge(m="m = tl.maximum(tl.max(m_j), 0.0)"), traps=["merge-no-max-shift"],
           failed=["merge-hostile", "lse-hostile"], breaks="merge"),
     wrong("08-lse-form-0-over-0", "merged in log-sum-exp form, each split normalized first: an "
           "empty split's acc_j / l_j is 0 / 0, and 0 * NaN is NaN",
@@ -181,10 +182,12 @@ lse = m + tl.log(L)"""}),
           fills={"merge": """\
 filled = l_j > 0
 lse_j = m_j + tl.log(l_j)
-m = tl.max(lse_j)
-lse = m + tl.log(tl.sum(tl.exp(lse_j - m)))
+top = tl.max(lse_j)
+e = tl.exp(lse_j - top)
+total = tl.sum(e)
 own = acc_j / tl.where(filled, l_j, 1.0)[:, None]
-out = tl.sum(tl.exp(lse_j - lse)[:, None] * own, axis=0)"""}),
+out = tl.sum(e[:, None] * own, axis=0) / total
+lse = top + tl.log(total)"""}),
     right("08-normalized-last", "the weights normalized first (w_j l_j / L), then applied to "
           "acc_j / l_j where l_j > 0",
           fills=_merge("share = w * l_j / L",
