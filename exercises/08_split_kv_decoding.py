@@ -146,6 +146,7 @@ def split_kv_merge_kernel(
     # to the row's maximum first, l_j and acc_j by the same factor, then write `out` (the
     # softmax over every key of the row: weighted values over weights) and `lse`, the natural
     # log of the row's denominator sum_n exp(s_n). Empty splits and padded slots must weigh 0.
+    # (The lines below average the splits' own results, one vote per split: replace them.)
     filled = l_j > 0
     count = tl.sum(filled.to(tl.float32))
     l_safe = tl.where(filled, l_j, 1.0)

@@ -23,18 +23,17 @@ from grader.specs.boundary import split_kv
 from grader.specs.model import Case, Check, right, wrong
 
 _PADDED = {"m": "padded", "l": "padded", "acc": "padded"}
+# fmt: off
 _STRIDED = split_kv(
     830, 16, 3, 40, empty=True, name="wide-buffers-3x16", layout=_PADDED,
     twin="wide-buffers-plain",
     what="m, l and acc inside wider buffers (row strides past NUM_SPLITS and D, NaN beyond)",
-)  # fmt: skip
-
-# fmt: off
+)
 CASES = [
     # Every split holds keys; NUM_SPLITS a power of two (no padded slot).
     split_kv(801, 16, 4, 16, what="every split holds keys"),
     split_kv(802, 32, 4, 40, what="every split holds keys, D padded to 64"),
-    split_kv(803, 16, 4, 32, lengths=[64, 50], group=4,
+    split_kv(803, 16, 4, 32, lengths=[64, 50], group=4, name="gqa-4x16-d32",
              what="every split holds keys, four query rows per cache (GQA)"),
     # Empty splits and padded slots.
     split_kv(811, 32, 3, 40, empty=True, what="the last splits empty, and a single key"),
@@ -58,12 +57,12 @@ CASES = [
 
 _OUT_TRAPS = (SPLIT_PARTIALS_AVERAGED, MERGE_L_NOT_RESCALED, MERGE_ACC_NOT_RESCALED)
 _LSE_TRAPS = (LSE_MISSING_MAX, LSE_BASE_2, SPLIT_PARTIALS_AVERAGED, MERGE_L_NOT_RESCALED)
-_ORDINARY = (
-    "split-4x16-d16", "split-4x32-d40", "split-4x16-d32", "split-3x32-d40-empty",
-    "split-8x16-d16-empty", "split-1x64-d24", "split-7x16-d24", "split-13x8-d16",
-)  # fmt: skip
 _HOSTILE = ("high-scores", "low-scores", "dominant-split")
 # fmt: off
+_ORDINARY = (
+    "split-4x16-d16", "split-4x32-d40", "gqa-4x16-d32", "split-3x32-d40-empty",
+    "split-8x16-d16-empty", "split-1x64-d24", "split-7x16-d24", "split-13x8-d16",
+)
 CHECKS = [
     Check(id="merge-splits", todo="merge", points=6,
           about="out: every split holds keys (lengths 0, +1 and -1 modulo the split), D = 16 "
@@ -95,10 +94,7 @@ out = tl.sum(w[:, None] * acc_j, axis=0) / L
 lse = m + tl.log(L)"""
 REFERENCE = {"merge": MERGE}
 
-_W = "w = tl.exp(m_j - m)"
-_L = "L = tl.sum(w * l_j)"
 _OUT = "out = tl.sum(w[:, None] * acc_j, axis=0) / L"
-_LSE = "lse = m + tl.log(L)"
 
 
 def _merge(*lines: str, **replaced: str) -> dict:
