@@ -59,6 +59,12 @@ BHSD_ATTENTION_PARAMS = (
 )
 # fmt: on
 TILED_GATING_PARAMS = GATING_PARAMS + ("BLOCK_M",)
+# fmt: off
+SPLIT_KV_MERGE_PARAMS = (
+    "m_ptr", "l_ptr", "acc_ptr", "out_ptr", "lse_ptr", "NUM_SPLITS", "D",
+    "stride_mb", "stride_ab", "stride_as", "stride_ob", "BLOCK_S", "BLOCK_D",
+)
+# fmt: on
 
 # ---- poison: what an output buffer holds before the kernel runs --------------------------------
 # A NaN with a payload no arithmetic produces (computed NaNs are 0x7FC00000 or 0x7FFFFFFF), so
@@ -293,6 +299,102 @@ class BHSDAttention(Interface):
         )
 
 
+class SplitKVMerge(Interface):
+    """08: the merge of split-KV decoding. Inputs: the partials of NUM_SPLITS key splits per
+    row (``case.params["NUM_SPLITS"]``), m and l (B, S) and acc (B, S, D), float32, computed by
+    the grader (``grader.specs.inputs.split_partials``); outputs out (B, D) and lse (B,),
+    float32. Layout ``"padded"``: a partial lies inside a wider buffer (NaN around it), so
+    that its row stride (and acc's split stride) exceed its own width."""
+
+    def inputs(self, torch, case, device):
+        return {
+            name: self._tensor(torch, case.inputs[name], case.layout.get(name), device)
+            for name in ("m", "l", "acc")
+        }
+
+    @staticmethod
+    def _tensor(torch, array, layout, device):
+        t = torch.from_numpy(array)
+        if layout is None:
+            return t.to(device)
+        if layout != "padded":
+            raise ValueError(f"unknown layout {layout!r}")
+        wider = (
+            (t.shape[0], t.shape[1] + 3)
+            if t.dim() == 2
+            else (t.shape[0], t.shape[1] + 1, t.shape[2] + 8)
+        )
+        buf = torch.full(wider, float("nan"), dtype=t.dtype, device=device)
+        view = buf[:, : t.shape[1]] if t.dim() == 2 else buf[:, : t.shape[1], : t.shape[2]]
+        view.copy_(t.to(device))
+        return view
+
+    def launch(self, torch, kernel, case, device):
+        from kata import host
+
+        ins = self.inputs(torch, case, device)
+        B, _, D = ins["acc"].shape
+        outs = {
+            "out": poisoned(torch, (B, D), "float32", device),
+            "lse": poisoned(torch, (B,), "float32", device),
+        }
+        host.launch_split_kv_merge(
+            kernel, **ins, num_splits=case.params["NUM_SPLITS"], out=outs["out"], lse=outs["lse"]
+        )
+        return outs
+
+    def expected(self, case):
+        from kata import oracles
+
+        S = case.params["NUM_SPLITS"]
+        m, l, acc = (case.inputs[n][:, :S] for n in ("m", "l", "acc"))  # noqa: E741
+        out, lse = oracles.split_kv_merge(m, l, acc)
+        return {"out": out, "lse": lse}
+
+    def tolerance(self, key, dtype):
+        # Float32 merges land near 1e-7 relative; lse reaches 200 on the hostile cases, where
+        # one float32 ulp is 1.5e-5, hence the relative part.
+        return (1e-5, 1e-5)
+
+    def baseline(self, torch, q, k, v):
+        """torch SDPA, one query row per (batch, head) against the whole cache: q (B, H, D), k
+        and v (B, H, N, D)."""
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        return sdpa(q[:, :, None, :], k, v)[:, :, 0, :]
+
+    def timed(self, torch, kernel, shape: dict):
+        """(decode call, torch call, label, baseline name) on one random problem of ``shape``:
+        B sequences x H heads, each one query row against N cached keys of D dims, in
+        ``dtype``. The decode is the whole of it, both kernels: the file's given partial kernel
+        (``split_kv_partial_kernel``, from the module that defines ``kernel``) and ``kernel``
+        as the merge, with ``shape["splits"]`` splits (default: the host's choice)."""
+        import sys
+
+        from kata import host, runtime
+
+        inner = kernel
+        while hasattr(inner, "fn"):
+            inner = inner.fn
+        partial = sys.modules[inner.__module__].split_kv_partial_kernel
+        B, H, N, D = (shape[k] for k in ("B", "H", "N", "D"))
+        dtype = getattr(torch, shape["dtype"])
+        device = runtime.DEVICE  # a GPU; the bench's dry run tries it in the interpreter
+        q = torch.randn(B, H, D, device=device, dtype=dtype)
+        k, v = (torch.randn(B, H, N, D, device=device, dtype=dtype) for _ in "kv")
+        lengths = torch.full((B * H,), N, dtype=torch.int32, device=device)
+        flat = [x.reshape(B * H, *x.shape[2:]) for x in (q, k, v)]
+        splits = shape.get("splits") or host.default_num_splits(B * H, N)
+
+        def decode():  # the lengths are known (all N): no device sync to check them
+            m, l, acc = host.launch_split_kv_partials(  # noqa: E741
+                partial, *flat, lengths, splits, check_lengths=False
+            )
+            return host.launch_split_kv_merge(kernel, m, l, acc)
+
+        label = f"B={B} H={H} N={N} D={D} {shape['dtype']} splits={splits}"
+        return decode, lambda: self.baseline(torch, q, k, v), label, "torch SDPA"
+
+
 # fmt: off
 INTERFACES: dict[str, Interface] = {
     i.name: i
@@ -310,6 +412,8 @@ INTERFACES: dict[str, Interface] = {
         TiledGating("tiled-gating", TILED_GATING_PARAMS, ("w0", "w1", "idx0", "idx1"),
                     ("top2", "chosen-weights"), "top-2 gating with BLOCK_M tokens per program",
                     autotuned=True),
+        SplitKVMerge("split-kv-merge", SPLIT_KV_MERGE_PARAMS, ("out", "lse"), ("output", "lse"),
+                     "split-KV merge: partials m, l (B, S), acc (B, S, D); out (B, D), lse (B,)"),
     )
 }
 # fmt: on

@@ -52,3 +52,49 @@ def top2_gating(logits):
     rows = np.arange(len(probs))
     p0, p1 = probs[rows, idx0], probs[rows, idx1]
     return p0 / (p0 + p1), p1 / (p0 + p1), idx0, idx1
+
+
+# ---- split-KV decoding (exercise 08) ----------------------------------------------------------
+
+
+def decode_attention(q, k, v, lengths, group: int = 1) -> np.ndarray:
+    """One query row per output row against a KV cache with ragged lengths: row ``b`` of q
+    (B, D) attends to the first ``lengths[b // group]`` keys of ``k[b // group]`` and
+    ``v[b // group]`` (caches of shape (B // group, N, D)); ``group`` query rows share a cache,
+    as the heads of one group do in grouped-query attention. (B, D) out."""
+    q, k, v = _f64(q), _f64(k), _f64(v)
+    lengths = np.asarray(lengths, np.int64)
+    out = np.empty(q.shape)
+    for b in range(len(q)):
+        s = b // group
+        n = int(lengths[s])
+        out[b] = attention(q[b : b + 1], k[s, :n], v[s, :n])[0]
+    return out
+
+
+def decode_lse(q, k, lengths, group: int = 1) -> np.ndarray:
+    """The natural log of each row's softmax denominator in ``decode_attention``: ln sum_n
+    exp(s_n) over the row's scores s_n = q k_n / sqrt(D) (B,)."""
+    q, k = _f64(q), _f64(k)
+    lse = np.empty(len(q))
+    for b in range(len(q)):
+        s = k[b // group, : int(lengths[b // group])] @ q[b] / np.sqrt(q.shape[1])
+        lse[b] = s.max() + np.log(np.exp(s - s.max()).sum())
+    return lse
+
+
+def split_kv_merge(m, l, acc) -> tuple[np.ndarray, np.ndarray]:  # noqa: E741
+    """``(out, lse)`` from the partials of NUM_SPLITS key splits per row: their maxima m
+    (B, S), denominators l (B, S) and unnormalized sums acc (B, S, D), each measured against
+    its own split's maximum; an empty split has m = -inf, l = 0, acc = 0. Every row needs one
+    split that is not empty. out = sum_j w_j acc_j / L and lse = m + ln L, where m = max_j m_j,
+    w_j = exp(m_j - m) and L = sum_j w_j l_j: the softmax over every key of the row, and the
+    natural log of its denominator sum_n exp(s_n)."""
+    m, l, acc = _f64(m), _f64(l), _f64(acc)  # noqa: E741
+    top = m.max(axis=1, keepdims=True)
+    if not np.isfinite(top).all():
+        raise ValueError("every row needs a split that is not empty (a finite maximum)")
+    w = np.exp(m - top)  # exp(-inf) = 0: empty splits weigh nothing
+    total = (w * l).sum(axis=1)
+    out = (w[:, :, None] * acc).sum(axis=1) / total[:, None]
+    return out, top[:, 0] + np.log(total)

@@ -14,13 +14,16 @@ Tol = tuple[float, float]  # (atol, rtol)
 
 def bad_mask(got: np.ndarray, want: np.ndarray, tol: Tol) -> np.ndarray:
     """Elements that are not close; NaN and inf in ``got`` are never close (unless a trap's
-    form predicts NaN there too)."""
+    form predicts the same NaN or infinity there: 08's merge without its maximum turns an
+    overflowing row's log-sum-exp into inf)."""
     atol, rtol = tol
     got64, want64 = np.asarray(got, np.float64), np.asarray(want, np.float64)
     with np.errstate(invalid="ignore"):
         close = np.abs(got64 - want64) <= atol + rtol * np.abs(want64)
+    close &= np.isfinite(want64)  # rtol * inf would let every number near an infinity
     both_nan = np.isnan(got64) & np.isnan(want64)
-    return ~(close | both_nan)
+    same_inf = np.isinf(want64) & (got64 == want64)
+    return ~(close | both_nan | same_inf)
 
 
 def close(got, want, tol: Tol) -> bool:
@@ -36,6 +39,7 @@ def distance(a: np.ndarray, b: np.ndarray) -> float:
         d = np.abs(a64 - b64)
     d[np.isnan(a64) != np.isnan(b64)] = np.inf
     d[np.isnan(a64) & np.isnan(b64)] = 0.0
+    d[np.isinf(a64) & (a64 == b64)] = 0.0
     return float(d.max()) if d.size else 0.0
 
 

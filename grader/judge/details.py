@@ -21,7 +21,11 @@ Shapes (all numbers finite or null; null means NaN, inf or never written):
   ``"shape"`` ({"M", "E"}), ``"bad_tokens"``, ``"tokens"`` (the token numbers shown, at most
   ``MAX_TOKENS``), ``"chosen"`` and ``"expected"`` ([idx0, idx1] per token shown; an index
   outside [0, E) is null), ``"weight_sum"`` (w0 + w1 per token shown) and
-  ``"expected_sum"`` (1.0: renormalized weights).
+  ``"expected_sum"`` (1.0: renormalized weights);
+* a failed or blocked split-KV merge check (08) adds ``"kind": "split-kv"``, ``"case"``,
+  ``"hidden"``, ``"shape"`` ({"B", "S", "D"}: rows, splits, head dimension), ``"bad_rows"``,
+  ``"rows"`` and ``"row_error"`` (the largest error of each row, in out or lse, for the first
+  ``MAX_BINS`` rows).
 """
 
 from __future__ import annotations
@@ -148,10 +152,32 @@ def _gating(judge, case: Case, got: Output) -> dict:
     }
 
 
+def _split_kv(judge, case: Case, got: Output) -> dict:
+    """08's merge: which rows are wrong, in out or in lse, and by how much (no picture yet)."""
+    want = judge.interface.expected(case)
+    err = _error(got["out"], want["out"], got.get("out.unwritten")).max(axis=1)
+    err = np.maximum(err, _error(got["lse"], want["lse"], got.get("lse.unwritten")))
+    tol = judge.interface.tolerance("out", case.dtype)
+    bad = compare.bad_mask(got["out"], want["out"], tol).any(axis=1)
+    bad |= compare.bad_mask(got["lse"], want["lse"], judge.interface.tolerance("lse", case.dtype))
+    B, S, D = case.inputs["acc"].shape
+    return {
+        "kind": "split-kv",
+        "case": case.name,
+        "hidden": case.hidden,
+        "shape": {"B": B, "S": case.params.get("NUM_SPLITS", S), "D": D},
+        "bad_rows": int(bad.sum()),
+        "rows": B,
+        "row_error": [_num(e) for e in err[:MAX_BINS]],
+    }
+
+
 def failure(judge, case: Case, got: Output) -> dict:
     """Where the output of a failing case is wrong, on the output's own shape."""
     if "idx0" in got:
         return _gating(judge, case, got)
+    if "lse" in got:
+        return _split_kv(judge, case, got)
     return _attention(judge, case, got)
 
 

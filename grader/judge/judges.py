@@ -177,6 +177,28 @@ class ChosenWeightsJudge(WeightsJudge):
         return (i0 >= 0) & (i0 < E) & (i1 >= 0) & (i1 < E)
 
 
+class LseJudge(Judge):
+    """08's log-sum-exp: one value per row, close to the oracle's."""
+
+    keys = ("lse",)
+
+    def evidence(self, case, got):
+        want = self.expected(case, got)["lse"]
+        unwritten = got.get("lse.unwritten")
+        never = compare.unwritten_evidence(unwritten, len(want), "row")
+        if never and unwritten.all():
+            return f"lse: {never}"
+        bad = compare.bad_mask(got["lse"], want, self.tol("lse", case))
+        if not bad.any():
+            return None
+        r = int(np.flatnonzero(bad)[0])
+        extra = " (never written)" if unwritten is not None and unwritten[r] else ""
+        return (
+            f"lse wrong for {int(bad.sum())} of {bad.size} rows; first at row {r}: "
+            f"got {got['lse'][r]:.6g}, expected {want[r]:.6g}{extra}"
+        )
+
+
 class TwinJudge(Judge):
     """For notes on given code (strides, dtypes): the kernel's outputs on a case must equal its
     own outputs on the case's twin, the same numbers in a plain layout. Whether those are right
@@ -208,6 +230,7 @@ JUDGES = {
     "top2": Top2Judge,
     "weights": WeightsJudge,
     "chosen-weights": ChosenWeightsJudge,
+    "lse": LseJudge,
     "twin": TwinJudge,
 }
 
