@@ -59,6 +59,12 @@ BHSD_ATTENTION_PARAMS = (
 )
 # fmt: on
 TILED_GATING_PARAMS = GATING_PARAMS + ("BLOCK_M",)
+# fmt: off
+MOE_DISPATCH_PARAMS = (
+    "idx_ptr", "counts_ptr", "offsets_ptr", "slot_ptr", "token_ptr", "M", "K", "E", "CAPACITY",
+    "BLOCK", "BLOCK_E",
+)
+# fmt: on
 
 # ---- poison: what an output buffer holds before the kernel runs --------------------------------
 # A NaN with a payload no arithmetic produces (computed NaNs are 0x7FC00000 or 0x7FFFFFFF), so
@@ -293,6 +299,107 @@ class BHSDAttention(Interface):
         )
 
 
+class MoeDispatch(Interface):
+    """09: top-K expert ids idx (M, K) int32 -> the grouped layout a grouped GEMM reads: counts
+    and offsets (E,), slot (M, K) and token_of_slot, all int32; one program per expert. A case
+    gives E, CAPACITY and the pair block BLOCK in ``Case.params``.
+
+    The grader's token_of_slot holds 2 * M * K rows, twice the worst case, all poisoned: a kernel
+    that writes a row past the last one it fills (one past the end, or a dropped pair's) is
+    seen doing it, where it would otherwise write outside the buffer."""
+
+    GUARD = 2  # token_of_slot's rows, in units of M * K
+
+    def launch(self, torch, kernel, case, device):
+        from kata import host
+
+        idx = self.inputs(torch, case, device)["idx"]
+        M, K = idx.shape
+        E = case.params["E"]
+        outs = {
+            "counts": poisoned(torch, (E,), "int32", device),
+            "offsets": poisoned(torch, (E,), "int32", device),
+            "slot": poisoned(torch, (M, K), "int32", device),
+            "token_of_slot": poisoned(torch, (self.GUARD * M * K,), "int32", device),
+        }
+        host.launch_moe_dispatch(
+            kernel,
+            idx,
+            E,
+            case.params["CAPACITY"],
+            block=case.params["BLOCK"],
+            out=tuple(outs.values()),
+        )
+        return outs
+
+    def expected(self, case):
+        """The oracle's layout, token_of_slot padded to the grader's buffer: the rows past the
+        last one filled stay unwritten (``token_of_slot.unwritten``)."""
+        import numpy as np
+
+        from kata import oracles
+
+        idx = case.inputs["idx"]
+        right = oracles.moe_dispatch(idx, case.params["E"], case.params["CAPACITY"])
+        rows = np.full(self.GUARD * idx.size, INDEX_POISON, np.int64)
+        filled = right["token_of_slot"]
+        rows[: len(filled)] = filled
+        right["token_of_slot"] = rows
+        right["token_of_slot.unwritten"] = np.arange(len(rows)) >= len(filled)
+        return right
+
+    def tolerance(self, key, dtype):
+        return (0.0, 0.0)  # rows and counts are integers: exact
+
+    def baseline(self, torch, idx, E: int, capacity: int):
+        """The same layout in torch: a stable sort by expert (token order kept within each),
+        bincount, two exclusive cumsums and a scatter; no host synchronisation."""
+        M, K = idx.shape
+        flat = idx.reshape(-1).long()
+        P = flat.numel()
+        pairs = torch.arange(P, device=idx.device)
+        order = torch.sort(flat, stable=True).indices
+        routed = torch.bincount(flat, minlength=E)
+        first = torch.cumsum(routed, 0) - routed
+        rank = torch.empty_like(flat)
+        rank[order] = pairs - first[flat[order]]
+        counts = routed.clamp(max=capacity)
+        offsets = torch.cumsum(counts, 0) - counts
+        keep = rank < capacity
+        slot = torch.where(keep, offsets[flat] + rank, -1)
+        token_of_slot = torch.empty(P + 1, dtype=torch.long, device=idx.device)
+        token_of_slot.scatter_(0, torch.where(keep, slot, P), pairs // K)  # row P: dropped
+        return (
+            counts.int(),
+            offsets.int(),
+            slot.view(M, K).int(),
+            token_of_slot[:P].int(),
+        )
+
+    def timed(self, torch, kernel, shape: dict):
+        """(kernel call, torch call, label, baseline name) on one random top-K routing of
+        ``shape``: M tokens, K choices, E experts, capacity = ceil(factor * M * K / E)."""
+        import math
+
+        from kata import host
+
+        M, K, E = shape["M"], shape["K"], shape["E"]
+        capacity = math.ceil(shape.get("factor", 1.25) * M * K / E)
+        idx = torch.rand(M, E, device="cuda").topk(K, dim=-1).indices.int()
+        outs = host.dispatch_buffers(M, K, E, idx.device)
+        host.check_dispatch_input(idx, E, capacity)  # once; the timed calls skip the sync
+        block = shape.get("BLOCK", 256)
+        label = f"M={M} K={K} E={E} capacity={capacity}"
+        return (
+            lambda: host.launch_moe_dispatch(
+                kernel, idx, E, capacity, block=block, out=outs, check_ids=False
+            ),
+            lambda: self.baseline(torch, idx, E, capacity),
+            label,
+            "torch stable sort -> bincount -> cumsum -> scatter",
+        )
+
+
 # fmt: off
 INTERFACES: dict[str, Interface] = {
     i.name: i
@@ -310,6 +417,10 @@ INTERFACES: dict[str, Interface] = {
         TiledGating("tiled-gating", TILED_GATING_PARAMS, ("w0", "w1", "idx0", "idx1"),
                     ("top2", "chosen-weights"), "top-2 gating with BLOCK_M tokens per program",
                     autotuned=True),
+        MoeDispatch("moe-dispatch", MOE_DISPATCH_PARAMS,
+                    ("counts", "offsets", "slot", "token_of_slot"),
+                    ("dispatch-slots", "dispatch-capacity"),
+                    "MoE dispatch: top-K ids (M, K) -> counts, offsets, slot, token_of_slot"),
     )
 }
 # fmt: on
