@@ -304,9 +304,11 @@ class MoeDispatch(Interface):
     and offsets (E,), slot (M, K) and token_of_slot, all int32; one program per expert. A case
     gives E, CAPACITY and the pair block BLOCK in ``Case.params``.
 
-    The grader's token_of_slot holds 2 * M * K rows, twice the worst case, all poisoned: a kernel
-    that writes a row past the last one it fills (one past the end, or a dropped pair's) is
-    seen doing it, where it would otherwise write outside the buffer."""
+    The grader's token_of_slot holds 2 * M * K rows, twice the worst case, all poisoned, and M * K
+    more rows before its row 0 (``rows_before``): a kernel that writes a row past the last one
+    it fills (one past the end, a dropped pair's) or a negative row (a rank below 0) is seen
+    doing it, where it would otherwise write outside the buffer (a crash in the interpreter, a
+    silent overwrite on a GPU: two verdicts for one kernel)."""
 
     GUARD = 2  # token_of_slot's rows, in units of M * K
 
@@ -320,8 +322,9 @@ class MoeDispatch(Interface):
             "counts": poisoned(torch, (E,), "int32", device),
             "offsets": poisoned(torch, (E,), "int32", device),
             "slot": poisoned(torch, (M, K), "int32", device),
-            "token_of_slot": poisoned(torch, (self.GUARD * M * K,), "int32", device),
         }
+        rows = poisoned(torch, ((1 + self.GUARD) * M * K,), "int32", device)
+        outs["token_of_slot"] = rows[M * K :]
         host.launch_moe_dispatch(
             kernel,
             idx,
@@ -330,6 +333,7 @@ class MoeDispatch(Interface):
             block=case.params["BLOCK"],
             out=tuple(outs.values()),
         )
+        outs["rows_before"] = rows[: M * K]
         return outs
 
     def expected(self, case):
@@ -346,6 +350,8 @@ class MoeDispatch(Interface):
         rows[: len(filled)] = filled
         right["token_of_slot"] = rows
         right["token_of_slot.unwritten"] = np.arange(len(rows)) >= len(filled)
+        right["rows_before"] = np.full(idx.size, INDEX_POISON, np.int64)
+        right["rows_before.unwritten"] = np.ones(idx.size, bool)
         return right
 
     def tolerance(self, key, dtype):
