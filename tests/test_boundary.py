@@ -210,3 +210,25 @@ def test_dispatch_spec_pays_for_every_boundary_class():
     assert cap_one and cap_m, "CAPACITY = 1, and CAPACITY = M met by an expert routed every token"
     assert at_edge, "an expert's first dropped pair on a block's first pair"
     assert empty and skewed and last_over, "empty experts, one with half the tokens, the last over"
+
+
+@pytest.mark.parametrize("checkset", ["hidden", "public"])
+def test_dispatch_capacity_cases_tell_the_capacity_mistakes_apart(checkset):
+    """Every case that drops has an expert routed CAPACITY + 2 pairs or more, so that keeping
+    every pair and keeping one too many give different layouts; and every capacity check has a
+    case whose last expert stays under its capacity, so that a kernel writing rows for pairs it
+    should not (keep without the hit flag) writes past the last row filled, which no race
+    between programs can hide."""
+    spec = specs.load(find("09").stem, checkset)
+    for check in spec.checks:
+        if check.todo != "capacity-drop":
+            continue
+        under = False
+        for name in check.cases:
+            c = spec.cases[name]
+            C = c.params["CAPACITY"]
+            routed = np.bincount(c.inputs["idx"].ravel(), minlength=c.params["E"])
+            if routed.max() > C:
+                assert routed.max() >= C + 2, name
+                under |= routed[-1] < C
+        assert under, check.id

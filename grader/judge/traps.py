@@ -423,10 +423,12 @@ def _not_token_order(case: Case, got: Output) -> list[Output]:
 
 
 def _capacity_not_applied(case: Case, got: Output) -> list[Output]:
-    """Some pair got a row at or past its expert's offset + CAPACITY: a pair of rank CAPACITY or
-    more kept (its slot is the given offset + rank, with the kernel's own offsets), so the trap
-    is named while the slots are still wrong in other ways; else, as its representative, every
-    pair of an expert past its CAPACITY given the next row anyway."""
+    """Some pair got a row CAPACITY + 1 or more rows past its expert's offset: a pair of rank
+    above CAPACITY kept (its slot is the given offset + rank, with the kernel's own offsets; one
+    of rank CAPACITY alone is the off-by-one), so the trap is named while the slots are still
+    wrong in other ways; else, as its representative, every pair of an expert past its CAPACITY
+    given the next row anyway. (Every capacity case has an expert routed CAPACITY + 2 pairs or
+    more, so that the representative never is the off-by-one's form.)"""
     slot, offsets = got.get("slot"), got.get("offsets")
     whole = slot is not None and offsets is not None
     whole = whole and not any(
@@ -436,7 +438,7 @@ def _capacity_not_applied(case: Case, got: Output) -> list[Output]:
         flat, E, _ = _pairs(case)
         mine = np.asarray(slot, np.int64).reshape(-1)
         start = np.asarray(offsets, np.int64)[np.clip(flat, 0, E - 1)]
-        if (mine - start >= case.params["CAPACITY"]).any():
+        if (mine - start > case.params["CAPACITY"]).any():
             return [{"slot": np.asarray(slot), "offsets": np.asarray(offsets)}]
     return [dispatch_replay(case, keep_below=np.iinfo(np.int32).max)]
 
@@ -962,7 +964,7 @@ CAPACITY_NOT_APPLIED = Trap(
         "tokens the counts do not account for. Which of two pairs on one row survives is a "
         "race between programs on a GPU, so the grader judges the slots and which rows are "
         "written, not the values a race leaves. The untouched skeleton keeps every pair. The "
-        "grader names the trap whenever a pair's slot lies CAPACITY or more rows past its "
+        "grader names the trap whenever a pair's slot lies more than CAPACITY rows past its "
         "expert's offset, so it is named even while the slots are still wrong in other ways."
     ),
     forms=_capacity_not_applied,

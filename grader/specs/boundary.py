@@ -248,13 +248,16 @@ def pairs_against(M: int, K: int, block: int) -> str:
 
 
 def capacity_met(seed: int, M: int, E: int, K: int = 2) -> tuple[dict, int]:
-    """(a routing, CAPACITY) where one expert is routed exactly CAPACITY pairs (it drops none)
-    and another CAPACITY + 1 (it drops exactly its last one): the first seed from ``seed`` on
-    whose routing has such a pair of counts, CAPACITY the largest such count."""
+    """(a routing, CAPACITY) where one expert is routed exactly CAPACITY pairs (it drops none),
+    another CAPACITY + 1 (it drops exactly its last one) and a third more (so that keeping
+    every pair and keeping one too many differ), the last expert under CAPACITY: the first seed
+    from ``seed`` on whose routing has such counts, CAPACITY the largest that fits."""
     for s in range(seed, seed + 1000):
         routing = inputs.routing(s, M, E, K)
-        counts = set(np.bincount(routing["idx"].ravel(), minlength=E).tolist())
-        met = [c for c in counts if c >= 2 and c + 1 in counts]
+        routed = np.bincount(routing["idx"].ravel(), minlength=E)
+        counts = set(routed.tolist())
+        met = [c for c in counts if c >= 2 and c + 1 in counts and routed.max() >= c + 2]
+        met = [c for c in met if routed[-1] < c]
         if met:
             return routing, max(met)
     raise ValueError(f"no routing of {M} tokens over {E} experts meets a capacity exactly")

@@ -40,13 +40,17 @@ def _case(name, about, idx, E, capacity=None, block=16):
 
 
 def _ragged(K, E, seed, capacity=None):
-    """The three ragged token counts of ``boundary.ragged_tokens`` for K choices."""
+    """The three ragged token counts of ``boundary.ragged_tokens`` for K choices. With a
+    ``capacity``: expert 0 takes half the tokens, well over it, and the last expert none."""
     cases = []
     for n, M in enumerate(boundary.ragged_tokens(16, K)):
-        what = boundary.pairs_against(M, K, 16)
-        cap = "" if capacity is None else f", CAPACITY={capacity}"
-        name = f"k{K}-m{M}" + ("" if capacity is None else f"-c{capacity}")
-        cases.append(_case(name, f"{what}, E={E}{cap}", routing(seed + n, M, E, K), E, capacity))
+        what = f"{boundary.pairs_against(M, K, 16)}, E={E}"
+        if capacity is None:
+            cases.append(_case(f"k{K}-m{M}", what, routing(seed + n, M, E, K), E))
+            continue
+        what += f", CAPACITY={capacity}: expert 0 takes half the tokens, expert {E - 1} none"
+        idx = routing(seed + n, M, E, K, hot=0, empty=(E - 1,))
+        cases.append(_case(f"k{K}-m{M}-c{capacity}", what, idx, E, capacity))
     return cases
 
 
@@ -77,7 +81,7 @@ CASES = [
           "last expert, 59, takes half the tokens (48 pairs, 36 dropped)",
           routing(921, 96, 60, hot=59), 60, 12, block=64),
     _case("cap-exact", f"40 tokens x 2 over E=8, CAPACITY={_MET_CAP}: one expert routed exactly "
-          f"{_MET_CAP} pairs, another {_MET_CAP + 1}", _MET, 8, _MET_CAP),
+          f"{_MET_CAP} pairs, another {_MET_CAP + 1}, another more", _MET, 8, _MET_CAP),
     _case("cap-1", "30 tokens x 2 over E=8, CAPACITY=1: each expert keeps its first pair",
           routing(922, 30, 8), 8, 1),
     _case("cap-m", "24 tokens x 2 over E=8, CAPACITY=24=M: expert 5 routed every token, exactly "
@@ -223,10 +227,10 @@ GALLERY = [
     wrong("09-keep-without-hit", "rank < CAPACITY without hit: the other experts' lanes write "
           "rows too", fills=_keep("rank < CAPACITY"),
           failed=["capacity-skewed", "capacity-exact", "capacity-ragged"], breaks="capacity-drop"),
-    wrong("09-capacity-keeps-last", "the last CAPACITY pairs in token order kept, not the first",
+    wrong("09-capacity-keeps-last", "the last CAPACITY pairs in token order kept, not the first: "
+          "their rows, offset + rank, lie past the expert's block",
           fills=_keep("hit & (rank >= tl.sum(tl.where(experts == e, routed, 0)) - CAPACITY)"),
-          failed=["capacity-skewed", "capacity-exact", "capacity-block-edge", "capacity-ragged"],
-          breaks="capacity-drop"),
+          traps=["capacity-not-applied"], breaks="capacity-drop"),
     # ---- right, written differently ----
     right("09-offset-by-cumsum", "the offset as an inclusive tl.cumsum minus the expert's own "
           "count", fills=_slot(offset="offset = tl.sum(tl.where(experts == e, tl.cumsum(kept) - "
