@@ -358,14 +358,16 @@ class MoeDispatch(Interface):
         return (0.0, 0.0)  # rows and counts are integers: exact
 
     def baseline(self, torch, idx, E: int, capacity: int):
-        """The same layout in torch: a stable sort by expert (token order kept within each),
-        bincount, two exclusive cumsums and a scatter; no host synchronisation."""
+        """The same layout in torch: a stable sort by expert (token order kept within each), a
+        count by scatter_add (bincount would synchronise to size its output), two exclusive
+        cumsums and a scatter; no host synchronisation."""
         M, K = idx.shape
         flat = idx.reshape(-1).long()
         P = flat.numel()
         pairs = torch.arange(P, device=idx.device)
         order = torch.sort(flat, stable=True).indices
-        routed = torch.bincount(flat, minlength=E)
+        routed = torch.zeros(E, dtype=torch.long, device=idx.device)
+        routed.scatter_add_(0, flat, torch.ones_like(flat))
         first = torch.cumsum(routed, 0) - routed
         rank = torch.empty_like(flat)
         rank[order] = pairs - first[flat[order]]
@@ -402,7 +404,7 @@ class MoeDispatch(Interface):
             ),
             lambda: self.baseline(torch, idx, E, capacity),
             label,
-            "torch stable sort -> bincount -> cumsum -> scatter",
+            "torch stable sort -> scatter_add counts -> cumsum -> scatter",
         )
 
 

@@ -824,7 +824,7 @@ DISPATCH_NOT_GROUPED = Trap(
     message="Each pair's row is its own position among all pairs, so the buffer is still in "
     "token order, and no expert's rows are contiguous. A pair's row is its expert's offset plus "
     "its rank among that expert's pairs: TODO(dest-slot).",
-    hint="row = expert's offset + rank among its pairs (TODO dest-slot)",
+    hint="row = the expert's offset + its rank (TODO dest-slot)",
     why=(
         "A grouped GEMM runs one matrix product per expert over a contiguous block of rows, so "
         "the dispatch must move every pair to its expert's block. The untouched skeleton sets "
@@ -833,7 +833,7 @@ DISPATCH_NOT_GROUPED = Trap(
         "expert's program then writes only its own pairs' rows, so every row is filled once "
         "and the output looks plausible; only the grouping is missing. The grader recognises "
         "it with the offsets still 0 and with the right offsets added (`offset + p`, which "
-        "runs past the buffer's last row)."
+        "runs past the last row filled)."
     ),
     forms=_not_grouped,
     invariant="Expert e's pairs fill the rows offsets[e] .. offsets[e] + counts[e] - 1, and "
@@ -846,7 +846,7 @@ DISPATCH_OFFSET_MISSING = Trap(
     message="Each expert's pairs are ranked right, but every expert's block starts at row 0, so "
     "the experts overwrite each other's rows and offsets is 0 for all of them. Expert e's rows "
     "begin after the rows kept by experts 0 .. e - 1: TODO(dest-slot).",
-    hint="offset = rows kept by the experts before e (TODO dest-slot)",
+    hint="offset = rows of experts 0..e-1 (TODO dest-slot)",
     why=(
         "A pair's row has two parts: where its expert's block begins, and its place inside "
         "the block. With the rank right and the offset left at 0, every expert's first pair "
@@ -865,7 +865,7 @@ DISPATCH_OFFSETS_INCLUSIVE = Trap(
     message="Each expert's offset also counts the expert's own rows (an inclusive prefix sum, "
     "experts 0 .. e): expert 0 starts after its own block instead of at row 0, and every "
     "expert is shifted by its own count. Sum the experts strictly before e: TODO(dest-slot).",
-    hint="sum the counts of experts before e, not up to e (TODO dest-slot)",
+    hint="count experts before e, not e (TODO dest-slot)",
     why=(
         "The offsets are an *exclusive* scan of the counts: `offsets[e] = counts[0] + ... + "
         "counts[e - 1]`, so `offsets[0] = 0` and `offsets[e] + counts[e] = offsets[e + 1]`. "
@@ -886,7 +886,7 @@ DISPATCH_INCLUSIVE_RANK = Trap(
     "expert's first pair): every block starts one row late, its first row stays empty and its "
     "last pair lands on the next expert's first row. Count only the pairs before it: "
     "TODO(dest-slot).",
-    hint="rank = pairs of the expert before this one, from 0 (TODO dest-slot)",
+    hint="rank the pairs from 0 (TODO dest-slot)",
     why=(
         "`tl.cumsum` is an inclusive scan: at each position it adds the element there. Over "
         "the hit flags of a block, it gives an expert's first pair 1, not 0, so `offset + "
@@ -906,7 +906,7 @@ DISPATCH_RANK_RESTARTS = Trap(
     "again at 0 in every block (nothing carried), or the block's own pairs were added to the "
     "carry before ranking them. Pairs of one expert in different blocks then share rows or skip "
     "them. Carry the count of the earlier blocks' pairs into each block: TODO(dest-slot).",
-    hint="carry the count of earlier blocks' pairs into the rank (TODO dest-slot)",
+    hint="carry earlier blocks' count once (TODO dest-slot)",
     why=(
         "The loop sees the pairs BLOCK at a time, and a prefix sum inside a block only counts "
         "that block's pairs. An expert's pairs in later blocks must continue where the "
@@ -929,7 +929,7 @@ DISPATCH_NOT_TOKEN_ORDER = Trap(
     "be one answer, the same on every run, with an expert's pairs in the order of their tokens "
     "(slots taken from an atomic counter come in whatever order the threads arrive). Rank each "
     "pair by the pairs before it: TODO(dest-slot).",
-    hint="rank pairs in token order, by a prefix sum (TODO dest-slot)",
+    hint="rank by a prefix sum (TODO dest-slot)",
     why=(
         "Any order inside an expert's block gives a grouped GEMM the same products, so an "
         "atomic counter (`tl.atomic_add` on a per-expert count, each pair taking the next "
@@ -955,7 +955,7 @@ CAPACITY_NOT_APPLIED = Trap(
     "CAPACITY pairs wrote its extra ones over the first rows of the experts after it (the "
     "counts stop at CAPACITY, the rows did not). Keep only the first CAPACITY pairs of each "
     "expert in token order: TODO(capacity-drop).",
-    hint="drop an expert's pairs from rank CAPACITY on (TODO capacity-drop)",
+    hint="drop ranks >= CAPACITY (TODO capacity-drop)",
     why=(
         "A capacity bounds an expert's work: its block holds at most CAPACITY rows, and the "
         "counts, and so every later expert's offset, are capped. A pair past the capacity "

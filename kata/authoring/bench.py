@@ -372,7 +372,7 @@ DISPATCH_BLOCK = 1024  # pairs per step of each program's loops
 
 def dispatch_rows() -> list[dict]:
     """09's kernel (one program per expert, so E programs) against its interface's torch
-    baseline (stable sort, bincount, cumsums, scatter), on the same routing; both give the same
+    baseline (stable sort, counts, cumsums, scatter), on the same routing; both give the same
     four outputs, checked once before timing. Both are timed as called, outputs made once for
     the kernel, and its ids checked once outside the timing (the range check synchronises)."""
     import math
