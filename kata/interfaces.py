@@ -64,6 +64,10 @@ SPLIT_KV_MERGE_PARAMS = (
     "m_ptr", "l_ptr", "acc_ptr", "out_ptr", "lse_ptr", "NUM_SPLITS", "D",
     "stride_mb", "stride_ab", "stride_as", "stride_ob", "BLOCK_S", "BLOCK_D",
 )
+MOE_DISPATCH_PARAMS = (
+    "idx_ptr", "counts_ptr", "offsets_ptr", "slot_ptr", "token_ptr", "M", "K", "E", "CAPACITY",
+    "BLOCK", "BLOCK_E",
+)
 # fmt: on
 
 # ---- poison: what an output buffer holds before the kernel runs --------------------------------
@@ -395,6 +399,115 @@ class SplitKVMerge(Interface):
         return decode, lambda: self.baseline(torch, q, k, v), label, "torch SDPA"
 
 
+class MoeDispatch(Interface):
+    """09: top-K expert ids idx (M, K) int32 -> the grouped layout a grouped GEMM reads: counts
+    and offsets (E,), slot (M, K) and token_of_slot, all int32; one program per expert. A case
+    gives E, CAPACITY and the pair block BLOCK in ``Case.params``.
+
+    The grader's token_of_slot holds 2 * M * K rows, twice the worst case, all poisoned, and M * K
+    more rows before its row 0 (``rows_before``): a kernel that writes a row past the last one
+    it fills (one past the end, a dropped pair's) or a negative row (a rank below 0) is seen
+    doing it, where it would otherwise write outside the buffer (a crash in the interpreter, a
+    silent overwrite on a GPU: two verdicts for one kernel)."""
+
+    GUARD = 2  # token_of_slot's rows, in units of M * K
+
+    def launch(self, torch, kernel, case, device):
+        from kata import host
+
+        idx = self.inputs(torch, case, device)["idx"]
+        M, K = idx.shape
+        E = case.params["E"]
+        outs = {
+            "counts": poisoned(torch, (E,), "int32", device),
+            "offsets": poisoned(torch, (E,), "int32", device),
+            "slot": poisoned(torch, (M, K), "int32", device),
+        }
+        rows = poisoned(torch, ((1 + self.GUARD) * M * K,), "int32", device)
+        outs["token_of_slot"] = rows[M * K :]
+        host.launch_moe_dispatch(
+            kernel,
+            idx,
+            E,
+            case.params["CAPACITY"],
+            block=case.params["BLOCK"],
+            out=tuple(outs.values()),
+        )
+        outs["rows_before"] = rows[: M * K]
+        return outs
+
+    def expected(self, case):
+        """The oracle's layout, token_of_slot padded to the grader's buffer: the rows past the
+        last one filled stay unwritten (``token_of_slot.unwritten``)."""
+        import numpy as np
+
+        from kata import oracles
+
+        idx = case.inputs["idx"]
+        right = oracles.moe_dispatch(idx, case.params["E"], case.params["CAPACITY"])
+        rows = np.full(self.GUARD * idx.size, INDEX_POISON, np.int64)
+        filled = right["token_of_slot"]
+        rows[: len(filled)] = filled
+        right["token_of_slot"] = rows
+        right["token_of_slot.unwritten"] = np.arange(len(rows)) >= len(filled)
+        right["rows_before"] = np.full(idx.size, INDEX_POISON, np.int64)
+        right["rows_before.unwritten"] = np.ones(idx.size, bool)
+        return right
+
+    def tolerance(self, key, dtype):
+        return (0.0, 0.0)  # rows and counts are integers: exact
+
+    def baseline(self, torch, idx, E: int, capacity: int):
+        """The same layout in torch: a stable sort by expert (token order kept within each), a
+        count by scatter_add (bincount would synchronise to size its output), two exclusive
+        cumsums and a scatter; no host synchronisation."""
+        M, K = idx.shape
+        flat = idx.reshape(-1).long()
+        P = flat.numel()
+        pairs = torch.arange(P, device=idx.device)
+        order = torch.sort(flat, stable=True).indices
+        routed = torch.zeros(E, dtype=torch.long, device=idx.device)
+        routed.scatter_add_(0, flat, torch.ones_like(flat))
+        first = torch.cumsum(routed, 0) - routed
+        rank = torch.empty_like(flat)
+        rank[order] = pairs - first[flat[order]]
+        counts = routed.clamp(max=capacity)
+        offsets = torch.cumsum(counts, 0) - counts
+        keep = rank < capacity
+        slot = torch.where(keep, offsets[flat] + rank, -1)
+        token_of_slot = torch.empty(P + 1, dtype=torch.long, device=idx.device)
+        token_of_slot.scatter_(0, torch.where(keep, slot, P), pairs // K)  # row P: dropped
+        return (
+            counts.int(),
+            offsets.int(),
+            slot.view(M, K).int(),
+            token_of_slot[:P].int(),
+        )
+
+    def timed(self, torch, kernel, shape: dict):
+        """(kernel call, torch call, label, baseline name) on one random top-K routing of
+        ``shape``: M tokens, K choices, E experts, capacity = ceil(factor * M * K / E)."""
+        import math
+
+        from kata import host
+
+        M, K, E = shape["M"], shape["K"], shape["E"]
+        capacity = math.ceil(shape.get("factor", 1.25) * M * K / E)
+        idx = torch.rand(M, E, device="cuda").topk(K, dim=-1).indices.int()
+        outs = host.dispatch_buffers(M, K, E, idx.device)
+        host.check_dispatch_input(idx, E, capacity)  # once; the timed calls skip the sync
+        block = shape.get("BLOCK", 256)
+        label = f"M={M} K={K} E={E} capacity={capacity}"
+        return (
+            lambda: host.launch_moe_dispatch(
+                kernel, idx, E, capacity, block=block, out=outs, check_ids=False
+            ),
+            lambda: self.baseline(torch, idx, E, capacity),
+            label,
+            "torch stable sort -> scatter_add counts -> cumsum -> scatter",
+        )
+
+
 # fmt: off
 INTERFACES: dict[str, Interface] = {
     i.name: i
@@ -414,6 +527,10 @@ INTERFACES: dict[str, Interface] = {
                     autotuned=True),
         SplitKVMerge("split-kv-merge", SPLIT_KV_MERGE_PARAMS, ("out", "lse"), ("output", "lse"),
                      "split-KV merge: partials m, l (B, S), acc (B, S, D); out (B, D), lse (B,)"),
+        MoeDispatch("moe-dispatch", MOE_DISPATCH_PARAMS,
+                    ("counts", "offsets", "slot", "token_of_slot"),
+                    ("dispatch-slots", "dispatch-capacity"),
+                    "MoE dispatch: top-K ids (M, K) -> counts, offsets, slot, token_of_slot"),
     )
 }
 # fmt: on

@@ -98,3 +98,31 @@ def split_kv_merge(m, l, acc) -> tuple[np.ndarray, np.ndarray]:  # noqa: E741
     total = (w * l).sum(axis=1)
     out = (w[:, :, None] * acc).sum(axis=1) / total[:, None]
     return out, top[:, 0] + np.log(total)
+
+
+def moe_dispatch(idx, E: int, capacity: int) -> dict[str, np.ndarray]:
+    """The grouped layout of the (token, expert) pairs of top-K routing ``idx`` (M, K), pairs
+    taken in (token, k) order: ``counts`` (E,), the pairs each expert keeps, at most
+    ``capacity``; ``offsets`` (E,), the row where each expert's pairs begin, an exclusive prefix
+    sum of the counts; ``slot`` (M, K), each pair's row, -1 for a pair its expert dropped;
+    ``token_of_slot`` (total kept,), the token that fills each row. An expert keeps its first
+    ``capacity`` pairs in token order; a stable sort by expert keeps that order within each."""
+    flat = np.asarray(idx, np.int64).reshape(-1)
+    K = np.shape(idx)[1] if np.ndim(idx) == 2 else 1
+    routed = np.bincount(flat, minlength=E)
+    order = np.argsort(flat, kind="stable")  # grouped by expert, token order inside a group
+    first = np.cumsum(routed) - routed  # where each expert's group starts in ``order``
+    rank = np.empty(flat.size, np.int64)
+    rank[order] = np.arange(flat.size) - first[flat[order]]
+    counts = np.minimum(routed, capacity)
+    offsets = np.cumsum(counts) - counts
+    keep = rank < capacity
+    slot = np.where(keep, offsets[flat] + rank, -1)
+    token_of_slot = np.empty(int(counts.sum()), np.int64)
+    token_of_slot[slot[keep]] = np.flatnonzero(keep) // K
+    return {
+        "counts": counts,
+        "offsets": offsets,
+        "slot": slot.reshape(np.shape(idx)),
+        "token_of_slot": token_of_slot,
+    }

@@ -161,3 +161,74 @@ def test_every_weights_check_sees_logits_out_of_exps_range(stem, check_id):
     assert (rows < -100).any(), "a row wholly below -100"
     assert (lows > 88).any(), "a row wholly above 88"
     assert ((rows > 88) & (lows < -100)).any(), "a row with both"
+
+
+# ---- MoE dispatch (09): pair counts against the blocks, capacities at their edge ----------
+
+
+@pytest.mark.parametrize("K", [1, 2, 3])
+def test_ragged_tokens_sit_on_the_pair_blocks_edges(K):
+    step = 1 if K % 2 else 2  # top-2 routing only makes even pair counts
+    Ms = boundary.ragged_tokens(16, K)
+    assert [(M * K) % 16 for M in Ms] == [16 - step, 0, step]
+    assert all(M * K > 32 for M in Ms)  # more than two blocks: the carry is used
+    assert "pairs" in boundary.pairs_against(Ms[0], K, 16)
+
+
+def test_capacity_met_has_an_expert_at_and_one_past_the_capacity():
+    routing, capacity = boundary.capacity_met(3, 40, 8)
+    counts = np.bincount(routing["idx"].ravel(), minlength=8)
+    assert capacity in counts and capacity + 1 in counts
+
+
+def test_dispatch_spec_pays_for_every_boundary_class():
+    from kata import oracles
+
+    cases = _paid_cases(find("09").stem)
+    blocks = {}
+    for c in cases.values():
+        p = c.params
+        blocks.setdefault(p["BLOCK"], set()).add(boundary.residue(c.inputs["idx"].size, p["BLOCK"]))
+    assert blocks[16] >= EDGES, "pair counts one short of, a multiple of and one past a block"
+    experts = {c.params["E"] for c in cases.values()}
+    assert {8, 60} <= experts and any(E > 2 and (E - 1) & (E - 2) == 0 for E in experts), "E = 8, 60, 2^k + 1"
+    met = one_past = cap_one = cap_m = at_edge = empty = skewed = last_over = False
+    for c in cases.values():
+        idx, E, C, B = c.inputs["idx"], c.params["E"], c.params["CAPACITY"], c.params["BLOCK"]
+        routed = np.bincount(idx.ravel(), minlength=E)
+        right = oracles.moe_dispatch(idx, E, C)
+        dropping = (right["slot"] < 0).any()
+        met |= dropping and C in routed
+        one_past |= dropping and C + 1 in routed
+        cap_one |= C == 1 and dropping
+        cap_m |= C == len(idx) and routed.max() == len(idx)
+        at_edge |= any(p % B == 0 for p in boundary.first_dropped(idx, E, C).values())
+        empty |= (routed == 0).any() and routed[-1] == 0
+        skewed |= routed.max() >= len(idx) // 2
+        last_over |= routed[-1] > C
+    assert met and one_past, "an expert routed exactly CAPACITY pairs beside one routed one more"
+    assert cap_one and cap_m, "CAPACITY = 1, and CAPACITY = M met by an expert routed every token"
+    assert at_edge, "an expert's first dropped pair on a block's first pair"
+    assert empty and skewed and last_over, "empty experts, one with half the tokens, the last over"
+
+
+@pytest.mark.parametrize("checkset", ["hidden", "public"])
+def test_dispatch_capacity_cases_tell_the_capacity_mistakes_apart(checkset):
+    """Every case that drops has an expert routed CAPACITY + 2 pairs or more, so that keeping
+    every pair and keeping one too many give different layouts; and every capacity check has a
+    case whose last expert stays under its capacity, so that a kernel writing rows for pairs it
+    should not (keep without the hit flag) writes past the last row filled, which no race
+    between programs can hide."""
+    spec = specs.load(find("09").stem, checkset)
+    for check in spec.checks:
+        if check.todo != "capacity-drop":
+            continue
+        under = False
+        for name in check.cases:
+            c = spec.cases[name]
+            C = c.params["CAPACITY"]
+            routed = np.bincount(c.inputs["idx"].ravel(), minlength=c.params["E"])
+            if routed.max() > C:
+                assert routed.max() >= C + 2, name
+                under |= routed[-1] < C
+        assert under, check.id

@@ -271,7 +271,7 @@ def assert_complete(report: dict, numbers: list[str]) -> None:
 def test_the_schema_refuses_what_the_grader_never_writes():
     """The schema is a contract that can fail: a few reports it must refuse."""
     good = {
-        "schema_version": "3.1",
+        "schema_version": "3.2",
         "target": "t",
         "device": "interpreter: cpu",
         "versions": {"python": "3", "torch": "2", "triton": "3"},

@@ -77,7 +77,13 @@ def test_region_code_is_mapped_to_its_todo():
 
 @pytest.mark.parametrize(
     ("stem", "name"),
-    [(S01, "chapter.py"), (S02, "chapter.py"), (S03, "chapter.py"), (S06, "apart.py")],
+    [
+        (S01, "chapter.py"),
+        (S02, "chapter.py"),
+        (S03, "chapter.py"),
+        (S06, "apart.py"),
+        (find("09").stem, "apart.py"),
+    ],
 )
 def test_the_chapters_own_kernels_are_edits_that_open_no_other_path(stem, name):
     sk, text = skeletons.pristine(stem), (specs.folder(stem) / "gallery" / name).read_text()
@@ -467,3 +473,27 @@ def test_a_deletion_in_given_code_is_reported_at_the_students_line():
     found = skeletons.check(sk, text)
     assert found.lines == [line_of(sk.text, "l_i = l_i * alpha")]
     assert found.edited == [line_of(text, "l_i = l_i + tl.sum")]  # two lines further down
+
+
+# ---- an exercise's own refusals (09: tl.atomic_*) ------------------------------------------------
+
+
+def test_09_refuses_atomics_anywhere_with_the_trap_named():
+    """An atomic counter gives token order in the interpreter and any order on a GPU: refused on
+    both before it runs, in a TODO region, in given code and through an import alias alike."""
+    stem = find("09").stem
+    spec, sk = specs.load(stem, "public"), skeletons.pristine(stem)
+    assert screen.screen(sk, sk.text, forbidden=spec.forbidden) == []
+    region = "rank = tl.atomic_add(counts_ptr + e + 0 * pairs, 1, mask=hit)"
+    text = edit(sk.text, ("        rank = pairs\n", f"        {region}\n"))
+    findings = screen.screen(sk, text, forbidden=spec.forbidden)
+    assert found(findings, screen.EXERCISE_FORBIDS, line_of(text, region), "`tl.atomic_add`",
+                 "dispatch-not-token-order")
+    aliased = edit(text, ("import triton.language as tl\n",
+                          "import triton.language as tl\nfrom triton.language import atomic_max as "
+                          "top\n"))
+    findings = screen.screen(sk, aliased, forbidden=spec.forbidden)
+    assert found(findings, screen.EXERCISE_FORBIDS, line_of(aliased, "import atomic_max"),
+                 "`atomic_max`")
+    # Without the rule (another exercise), an atomic in a region is Triton code like any other.
+    assert not [f for f in screen.screen(sk, text) if f.rule == screen.EXERCISE_FORBIDS]

@@ -37,40 +37,69 @@ class GraderError(Exception):
     """The grader's own premise failed (e.g. a trap not visible on a check's inputs)."""
 
 
+def exact(key: str, value) -> bool:
+    """Whether an output is compared exactly: expert indices, and every integer output (slots,
+    counts); floats are compared within the interface's tolerance."""
+    return key.startswith("idx") or np.issubdtype(np.asarray(value).dtype, np.integer)
+
+
+def _written(form: Output, key: str) -> np.ndarray | None:
+    """Where a form says the mistake writes ``key`` (None: everywhere, or it does not say)."""
+    mask = form.get(f"{key}.unwritten")
+    return None if mask is None else ~np.asarray(mask, bool)
+
+
 def _gap(form: Output, right: Output, judge: judges.Judge, case: Case) -> float:
     """How far a trap's form is from the right output, in units of the interface's
-    ``separation`` absolute tolerances (indices: any difference is infinitely far)."""
+    ``separation`` absolute tolerances (exact outputs: any difference is infinitely far). The
+    right answer writes every element, unless the oracle says which it leaves unwritten (a
+    ``KEY.unwritten`` mask of its own: a grouped buffer's rows past the last one filled)."""
     gaps = []
     for key, predicted in form.items():
-        if key.endswith(".unwritten"):  # the right answer writes everything
-            gaps.append(float("inf") if np.asarray(predicted).any() else 0.0)
-        elif key.startswith("idx"):
-            gaps.append(0.0 if np.array_equal(predicted, right[key]) else float("inf"))
+        if key.endswith(".unwritten"):
+            want = np.asarray(right.get(key, False), bool)
+            same = np.array_equal(np.broadcast_to(want, np.shape(predicted)), predicted)
+            gaps.append(0.0 if same else float("inf"))
+            continue
+        written = _written(form, key)
+        got, want = np.asarray(predicted), np.asarray(right[key])
+        if written is not None and got.shape == want.shape:
+            got, want = got[written], want[written]
+        if exact(key, predicted):
+            gaps.append(0.0 if np.array_equal(got, want) else float("inf"))
         else:
             unit = judge.tol(key, case)[0] * judge.interface.separation
-            gaps.append(compare.distance(predicted, right[key]) / unit)
+            gaps.append(compare.distance(got, want) / unit)
     return max(gaps)
 
 
 def _matches(got: Output, form: Output, judge: judges.Judge, case: Case) -> bool:
     """Whether ``got`` is this form of a trap. Unwritten output is no trap's doing, unless the
     form says which elements the mistake leaves unwritten (a ``KEY.unwritten`` mask, to be met
-    exactly); and a form with no finite value says nothing a NaN-filled output would not also
-    say."""
+    exactly; the form's values of KEY are then compared where it is written); and a form with
+    no finite value says nothing a NaN-filled output would not also say."""
     for key, predicted in form.items():
         if key.endswith(".unwritten"):
             if not np.array_equal(np.asarray(got.get(key, False)), predicted):
                 return False
             continue
-        unwritten = got.get(f"{key}.unwritten")
-        if unwritten is not None and unwritten.any():
-            return False
-        if not key.startswith("idx") and not np.isfinite(predicted).any():
-            return False
-        if key.startswith("idx"):
-            if not np.array_equal(got[key].astype(np.int64), predicted.astype(np.int64)):
+        written = _written(form, key)
+        mine, predicted = np.asarray(got[key]), np.asarray(predicted)
+        if written is not None:
+            if mine.shape != predicted.shape:
                 return False
-        elif not compare.close(got[key], predicted, judge.tol(key, case)):
+            mine, predicted = mine[written], predicted[written]
+        else:
+            unwritten = got.get(f"{key}.unwritten")
+            if unwritten is not None and unwritten.any():
+                return False
+        if exact(key, predicted):
+            if not np.array_equal(mine.astype(np.int64), predicted.astype(np.int64)):
+                return False
+            continue
+        if not np.isfinite(predicted).any():
+            return False
+        if not compare.close(mine, predicted, judge.tol(key, case)):
             return False
     return True
 
@@ -157,9 +186,7 @@ def _failure_figures(check: Check, submission, judge, case: Case, got: Output) -
 def _says_something(got: Output) -> bool:
     """Whether some float output holds a finite value (written by the kernel)."""
     floats = [
-        np.asarray(v)
-        for k, v in got.items()
-        if not k.endswith(".unwritten") and not k.startswith("idx")
+        np.asarray(v) for k, v in got.items() if not k.endswith(".unwritten") and not exact(k, v)
     ]
     return not floats or any(np.isfinite(v).any() for v in floats)
 

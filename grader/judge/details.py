@@ -10,7 +10,7 @@ output's shape, are what the student is told anyway.
 Shapes (all numbers finite or null; null means NaN, inf or never written):
 
 * every judged check: ``{"max_error": float|null, "tolerance": [atol, rtol]}``
-  (``"exact": true`` instead for expert indices);
+  (``"exact": true`` instead for expert indices and every other integer output);
 * a failed or blocked attention check adds ``"kind": "attention"``, ``"case"``,
   ``"hidden"``, ``"shape"`` ({"M", "N", "D"} or {"B", "H", "S", "D"}), ``"block_m"``,
   ``"block_n"``, ``"causal"``, ``"bad_values"``, ``"values"``, ``"rows"`` (row count),
@@ -61,7 +61,11 @@ def _error(got: np.ndarray, want: np.ndarray, unwritten: np.ndarray | None = Non
 
 def max_error(judge, case: Case, got: Output) -> dict:
     """The figures of one judged case: the largest error against the tolerance."""
-    keys = [k for k in judge.keys if not k.startswith("idx")]
+    keys = [
+        k
+        for k in judge.keys
+        if not k.startswith("idx") and not np.issubdtype(np.asarray(got[k]).dtype, np.integer)
+    ]
     if not keys:
         return {"exact": True}
     want = judge.expected(case, got)

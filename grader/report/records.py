@@ -12,8 +12,9 @@ from pathlib import Path
 
 # 2.0: check todo/hidden, status "blocked", integrity, warnings, track; 3.0: integrity's
 # findings (grader.run.screen), the compile for the GPU before the interpreter ran the kernels,
-# ``screened``; 3.1: integrity's ``edited`` (the student's lines) and ``regions`` (where to write)
-SCHEMA_VERSION = "3.1"
+# ``screened``; 3.1: integrity's ``edited`` (the student's lines) and ``regions`` (where to write);
+# 3.2: a finding's rule may be ``exercise-forbids`` (a Triton function one exercise refuses)
+SCHEMA_VERSION = "3.2"
 STATUSES = ("passed", "failed", "blocked", "error")
 
 

@@ -451,7 +451,7 @@ def grade_exercise(
         return result
     skeleton = skeletons.pristine(ex.stem)
     found = skeletons.check(skeleton, text)
-    findings = screen.screen(skeleton, text, found) if screened else []
+    findings = screen.screen(skeleton, text, found, spec.forbidden) if screened else []
     integrity = {
         "ok": found.ok,
         "lines": found.lines,

@@ -5,7 +5,8 @@ imports, no escape hatches (``exec``, ``getattr``, dunder access, ...), and only
 kernel can use. ``non_triton_path``: given code that a submission changed outside the regions must
 not open a path to the output around the Triton kernels (torch or Python computing it, state kept
 between calls, patched modules, objects posing as kernels) or detect the grader (``sys``, ``os``,
-``inspect``, ...).
+``inspect``, ...). ``exercise_forbids``: Triton functions one exercise refuses anywhere in the
+file, each with the trap it would hide (its spec's ``FORBIDDEN``: 09 refuses ``tl.atomic_*``).
 
 Which lines are region code and which are changed given code comes from the token alignment of
 ``kata.skeletons.check``. The screens read the submission with ``ast`` only: nothing is imported
@@ -25,6 +26,7 @@ from kata.regions import Skeleton
 
 TODO_ALLOWLIST = "todo-allowlist"
 NON_TRITON_PATH = "non-triton-path"
+EXERCISE_FORBIDS = "exercise-forbids"
 
 
 @dataclass(frozen=True)
@@ -572,12 +574,54 @@ def _non_triton_path(scope: _Scope, edited_lines: list[int]) -> list[Finding]:
     return _sorted(found)
 
 
-def screen(sk: Skeleton, text: str, integrity: skeletons.Integrity | None = None) -> list[Finding]:
-    """Both screens, in line order; pass ``integrity`` when it is at hand, to align only once."""
+# ---- an exercise's own refusals (grader.specs.model.Forbidden) ---------------------------------
+
+
+def _named(node: ast.AST) -> str | None:
+    """The name a node gives a function: an attribute's, a name's, an import's."""
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.alias):
+        return node.name.split(".")[-1]
+    return None
+
+
+def exercise_forbids(tree: ast.Module, forbidden) -> list[Finding]:
+    """Every use, anywhere in the file, of a function whose name starts with a ``Forbidden``
+    rule's prefix (09 refuses ``tl.atomic_*``)."""
+    found = []
+    for node in ast.walk(tree):
+        name = _named(node)
+        for rule in forbidden if name else ():
+            if name.startswith(rule.prefix):
+                line = _anchor(node) or 0
+                shown = node.name if isinstance(node, ast.alias) else _code(node)
+                found.append(
+                    Finding(
+                        line,
+                        EXERCISE_FORBIDS,
+                        f"line {line}: `{shown}` is not allowed in this exercise (the trap "
+                        f"{rule.trap}): {rule.why}",
+                    )
+                )
+    return found
+
+
+def screen(
+    sk: Skeleton, text: str, integrity: skeletons.Integrity | None = None, forbidden=()
+) -> list[Finding]:
+    """Both screens and the exercise's own refusals (``forbidden``: its spec's ``Forbidden``
+    rules), in line order; pass ``integrity`` when it is at hand, to align only once."""
     integrity = integrity or skeletons.check(sk, text)
+    found = []
+    if forbidden:
+        tree = _parse(text)
+        found += exercise_forbids(tree, forbidden) if tree else []
     tree = _parse(text) if integrity.todo_lines or integrity.edited else None
     if tree is None:
-        return []
+        return _sorted(found)
     scope = _Scope(tree, sk)
-    found = _todo_allowlist(scope, integrity.todo_lines)
+    found += _todo_allowlist(scope, integrity.todo_lines)
     return _sorted(found + _non_triton_path(scope, integrity.edited))

@@ -1,8 +1,9 @@
 """One spec per exercise, in ``grader/specs/<stem>/``:
 
 * ``public.py`` (shipped in the student handout): ``CASES`` and ``CHECKS`` declared with
-  ``hidden=False``, ``SKELETON_TRAPS`` (what the untouched skeleton must be diagnosed with) and,
-  for the performance track, ``TIMING`` (the shapes timed against torch on a GPU);
+  ``hidden=False``, ``SKELETON_TRAPS`` (what the untouched skeleton must be diagnosed with),
+  for the performance track ``TIMING`` (the shapes timed against torch on a GPU), and, where an
+  exercise refuses some Triton functions before running anything, ``FORBIDDEN``;
 * ``hidden.py`` (the instructor's; the handout leaves every one out): ``CASES`` and ``CHECKS``
   declared with ``hidden=True``, ``REFERENCE`` (the right code of every TODO region) and
   ``GALLERY`` (kernels the grader must fail and kernels it must pass).
@@ -42,6 +43,7 @@ class Spec:
     timing: tuple[dict, ...]
     reference: dict  # hidden.py's REFERENCE; {} without it
     gallery: tuple  # hidden.py's GALLERY; () without it
+    forbidden: tuple = ()  # public.py's FORBIDDEN: grader.specs.model.Forbidden rules
 
     @property
     def interface(self) -> interfaces.Interface:
@@ -124,6 +126,7 @@ def load(stem: str, checkset: str | None = None) -> Spec:
         timing=tuple(getattr(public, "TIMING", ())),
         reference=dict(getattr(hidden, "REFERENCE", {})) if hidden else {},
         gallery=tuple(getattr(hidden, "GALLERY", ())) if hidden else (),
+        forbidden=tuple(getattr(public, "FORBIDDEN", ())),
     )
     problems = consistency(spec, by_name)
     if problems:

@@ -98,6 +98,19 @@ class Check:
         return self.todo is None
 
 
+@dataclass(frozen=True, kw_only=True)
+class Forbidden:
+    """Triton functions an exercise refuses before anything runs (``grader.run.screen``): every
+    name that starts with ``prefix`` (an attribute, a name, an imported name), anywhere in the
+    file. For a mistake whose output the two backends would judge differently (09's atomic
+    counter: in token order in the CPU interpreter, in any order on a GPU), so that both refuse
+    it alike, naming its ``trap``; ``why`` is what the student reads."""
+
+    prefix: str
+    trap: str
+    why: str
+
+
 # ---- the validation gallery's variants ----
 
 Edit = tuple[str, str]

@@ -208,6 +208,8 @@ def _specs() -> list[str]:
                 problems.append(f"{ex.stem}: no hidden.py (a full checkout must have one)")
             unknown = [t for t in spec.skeleton_traps if t not in TRAPS]
             problems += [f"{ex.stem}: SKELETON_TRAPS names unknown trap {t}" for t in unknown]
+            unknown = [r.trap for r in spec.forbidden if r.trap not in TRAPS]
+            problems += [f"{ex.stem}: FORBIDDEN names unknown trap {t}" for t in unknown]
     return problems
 
 

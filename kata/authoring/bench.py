@@ -7,7 +7,8 @@ the rounds' spread, (max - min) / median, is recorded beside it. A kernel and it
 timed round after round in turn, so drift hits them alike. Attention throughput is
 4 * B * H * S^2 * D flops (halved when causal), against SDPA's default backend and each backend
 torch offers (cuDNN, FlashAttention-2, memory-efficient); gating throughput counts the bytes the
-job must move: the logits read once, and 16 bytes written per token."""
+job must move: the logits read once, and 16 bytes written per token. MoE dispatch (09, the
+extensions track) is timed against its torch equivalent at 64k tokens."""
 
 from __future__ import annotations
 
@@ -439,6 +440,65 @@ def split_kv_rows(quick: bool) -> list[dict]:
                 flush=True,
             )
             del decode, unsplit, sdpa, fns  # their caches, before the next row makes its own
+
+
+# 09, MoE dispatch: a training step's batch of tokens, top-2, over Mixtral's 8 experts and
+# Qwen1.5-MoE's 60; capacity factor 1.25, uniform random routing.
+DISPATCH_SHAPES = ((65536, 2, 8), (65536, 2, 60))
+DISPATCH_BLOCK = 1024  # pairs per step of each program's loops
+
+
+def dispatch_rows() -> list[dict]:
+    """09's kernel (one program per expert, so E programs) against its interface's torch
+    baseline (stable sort, counts, cumsums, scatter), on the same routing; both give the same
+    four outputs, checked once before timing. Both are timed as called, outputs made once for
+    the kernel, and its ids checked once outside the timing (the range check synchronises)."""
+    import math
+
+    from kata import interfaces
+
+    module = _load("09")
+    interface = interfaces.get("moe-dispatch")
+    rows = []
+    for M, K, E in ((300, 2, 8),) if DRY else DISPATCH_SHAPES:
+        capacity = math.ceil(1.25 * M * K / E)
+        idx = torch.rand(M, E, device=runtime.DEVICE).topk(K, dim=-1).indices.int()
+        host.check_dispatch_input(idx, E, capacity)
+        outs = host.dispatch_buffers(M, K, E, idx.device)
+        kernel = module.moe_dispatch_kernel
+
+        def run(idx=idx, E=E, capacity=capacity, outs=outs, kernel=kernel):
+            return host.launch_moe_dispatch(
+                kernel, idx, E, capacity, block=DISPATCH_BLOCK, out=outs, check_ids=False
+            )
+
+        got, want = run(), interface.baseline(torch, idx, E, capacity)
+        filled = int(want[0].sum())
+        agrees = all(bool(torch.equal(g, w)) for g, w in zip(got[:3], want[:3]))
+        agrees = agrees and bool(torch.equal(got[3][:filled], want[3][:filled]))
+        row = {
+            "M": M,
+            "K": K,
+            "E": E,
+            "capacity": capacity,
+            "block": DISPATCH_BLOCK,
+            "dropped": M * K - filled,
+            "agrees_with_torch": agrees,
+        }
+        fns = {
+            "kernel": run,
+            "torch": lambda idx=idx, E=E, c=capacity: interface.baseline(torch, idx, E, c),
+        }
+        for name, timed in _time(fns).items():
+            row[f"{name}_ms"], row[f"{name}_spread"] = timed["ms"], timed["spread"]
+        row["speedup_vs_torch"] = row["torch_ms"] / row["kernel_ms"]
+        rows.append(row)
+        print(
+            f"dispatch M={M} K={K} E={E:<3} capacity={capacity} 09 {row['kernel_ms'] * 1e3:7.1f} "
+            f"us (spread {100 * row['kernel_spread']:.1f}%)  torch {row['torch_ms'] * 1e3:7.1f} "
+            f"us  {row['speedup_vs_torch']:.2f}x  agrees: {agrees}",
+            flush=True,
+        )
     return rows
 
 
@@ -583,6 +643,7 @@ def main(argv: list[str] | None = None) -> int:
     data["attention"] = attention_rows(args.quick, args.graded_shapes)
     if not args.graded_shapes:
         data["split_kv"] = split_kv_rows(args.quick)
+        data["dispatch"] = dispatch_rows()
     data["gpu_state_after"] = {} if DRY else gpu_state()
     data["triton"] = triton.__version__
     if not args.no_grader and not DRY:
