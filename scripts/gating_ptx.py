@@ -27,7 +27,9 @@ SHAPES = ((8, 8), (60, 60), (60, 61), (64, 64), (128, 128), (160, 160), (256, 25
 
 
 def main() -> int:
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else catalogue.SOLUTIONS / "05_fast_gating.py")
+    path = Path(
+        sys.argv[1] if len(sys.argv) > 1 else catalogue.SOLUTIONS / catalogue.find("05").filename
+    )
     spec = importlib.util.spec_from_file_location("gating05", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
