@@ -440,6 +440,7 @@ def split_kv_rows(quick: bool) -> list[dict]:
                 flush=True,
             )
             del decode, unsplit, sdpa, fns  # their caches, before the next row makes its own
+    return rows
 
 
 # 09, MoE dispatch: a training step's batch of tokens, top-2, over Mixtral's 8 experts and
@@ -518,7 +519,7 @@ def grader_speed() -> dict:
     found = {}
     for label in ("cold", "warm"):
         start = time.monotonic()
-        subprocess.run(
+        done = subprocess.run(
             [
                 sys.executable,
                 "-m",
@@ -531,9 +532,12 @@ def grader_speed() -> dict:
             ],
             cwd=catalogue.ROOT,
             env=env,
-            check=True,
             capture_output=True,
+            text=True,
         )
+        if done.returncode:  # the timings above are kept; the grader's failure is recorded
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            return {**found, "error": f"exit {done.returncode}: " + " | ".join(tail)}
         found[f"{label}_s"] = round(time.monotonic() - start, 2)
     return found
 
