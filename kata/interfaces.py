@@ -108,6 +108,13 @@ def _tensor(torch, array, layout: str | None, device):
         buf = torch.zeros(2 * t.shape[0], t.shape[1], dtype=t.dtype, device=device)
         buf[::2] = t.to(device)
         return buf[::2]
+    if layout == "padded":  # inside a buffer wider in its trailing axes, NaN around it (08)
+        pad = (0, 3) if t.dim() == 2 else (0, 1, 8)
+        wider = [n + p for n, p in zip(t.shape, pad)]
+        buf = torch.full(wider, float("nan"), dtype=t.dtype, device=device)
+        view = buf[tuple(slice(n) for n in t.shape)]
+        view.copy_(t.to(device))
+        return view
     if layout is not None:
         raise ValueError(f"unknown layout {layout!r}")
     return t.to(device)
@@ -309,29 +316,6 @@ class SplitKVMerge(Interface):
     the grader (``grader.specs.inputs.split_partials``); outputs out (B, D) and lse (B,),
     float32. Layout ``"padded"``: a partial lies inside a wider buffer (NaN around it), so
     that its row stride (and acc's split stride) exceed its own width."""
-
-    def inputs(self, torch, case, device):
-        return {
-            name: self._tensor(torch, case.inputs[name], case.layout.get(name), device)
-            for name in ("m", "l", "acc")
-        }
-
-    @staticmethod
-    def _tensor(torch, array, layout, device):
-        t = torch.from_numpy(array)
-        if layout is None:
-            return t.to(device)
-        if layout != "padded":
-            raise ValueError(f"unknown layout {layout!r}")
-        wider = (
-            (t.shape[0], t.shape[1] + 3)
-            if t.dim() == 2
-            else (t.shape[0], t.shape[1] + 1, t.shape[2] + 8)
-        )
-        buf = torch.full(wider, float("nan"), dtype=t.dtype, device=device)
-        view = buf[:, : t.shape[1]] if t.dim() == 2 else buf[:, : t.shape[1], : t.shape[2]]
-        view.copy_(t.to(device))
-        return view
 
     def launch(self, torch, kernel, case, device):
         from kata import host
