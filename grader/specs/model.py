@@ -29,7 +29,8 @@ class Case:
     name: str
     about: str  # what a student reads in a failure message
     inputs: dict[str, np.ndarray]
-    layout: dict[str, str] = field(default_factory=dict)  # "transposed" | "sliced" | "row-sliced" | "padded"
+    # "transposed" | "sliced" | "row-sliced" | "padded" (kata.interfaces._tensor)
+    layout: dict[str, str] = field(default_factory=dict)
     block_m: int = 16  # tiles the grader launches 2-D attention with
     block_n: int = 16
     dtype: str | None = None  # cast the inputs to this torch dtype on the device
