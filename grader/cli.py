@@ -87,10 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--strict", action="store_true", help="an exercise edited outside its TODO regions scores 0"
     )
     p.add_argument(
-        "--no-screen",
+        "--free-form",
         action="store_true",
-        help="run files the static screens stop (to test the grader's runtime "
-        "defences; a grade given so is not the course's)",
+        help="run each file as written, not its TODO regions in the skeleton (an instructor's "
+        "opt-in for kernels written apart; edits outside the regions are still flagged)",
     )
     p.add_argument(
         "--html",
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         on_start=printer.exercise_started,
         checkset=checkset,
         strict=args.strict,
-        screened=not args.no_screen,
+        free_form=args.free_form,
     )
     process.reap(spare=False)  # nothing a submission started may outlive its report
     report = Report(
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         duration_s=round(time.monotonic() - start, 2),
         checkset=specs.load(chosen[0].stem, checkset).checkset,
         strict=args.strict,
-        screened=not args.no_screen,
+        free_form=args.free_form,
     )
     report.write(args.report)
     if args.gradescope:

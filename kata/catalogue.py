@@ -19,7 +19,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from kata import interfaces
+from kata import interfaces, source
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
@@ -160,7 +160,10 @@ def load_text(text: str, path: Path | str, name: str) -> ModuleType:
     (tracebacks and Triton, which reads a kernel's source back, see ``text``, never the file on
     disk, which may have changed since ``text`` was read)."""
     path = str(Path(path).resolve())
-    linecache.cache[path] = (len(text), None, text.splitlines(keepends=True), path)
+    # Lines as Python's tokenizer counts them: str.splitlines would also split at form feeds
+    # and U+2028, and Triton, which reads a kernel's source back from here, would read the
+    # wrong lines.
+    linecache.cache[path] = (len(text), None, source.lines(text), path)
     module = ModuleType(name)
     module.__file__ = path
     sys.modules[name] = module  # @triton.jit looks its function's module up while compiling

@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import linecache
 import re
 import traceback
 from pathlib import Path
+
+# The graded file's line -> the submission's (``grader.run.splice``): what ran is the skeleton
+# with the student's regions spliced in, what the student reads is their own file. None: the
+# file ran as written.
+LINES: dict[int, int] | None = None
+
+
+def use_lines(lines: dict[int, int] | None) -> None:
+    global LINES
+    LINES = lines
+
+
+def _shown(line: int | None) -> int | None:
+    return line if line is None or LINES is None else LINES.get(line, line)
 
 
 def _student_line(exc: BaseException, file: str) -> int | None:
@@ -22,7 +37,7 @@ def _student_line(exc: BaseException, file: str) -> int | None:
         chained = chained.__cause__ or chained.__context__
     if isinstance(exc, SyntaxError) and exc.lineno:
         line = exc.lineno
-    return line
+    return _shown(line)
 
 
 def _chain(exc: BaseException):
@@ -41,9 +56,9 @@ def _compilation_line(exc: BaseException, file: str) -> int | None:
     """Triton's CompilationError holds the jitted function's source (from its ``def`` line) and
     the failing AST node, numbered from that line: find the ``def`` in the student's file. The
     innermost error of a chain is where the problem is (a helper called by the kernel)."""
-    try:
-        lines = [ln.strip() for ln in Path(file).read_text().splitlines()]
-    except OSError:
+    # The text that ran, as Triton read it back: not the file on disk.
+    lines = [ln.strip() for ln in linecache.getlines(str(Path(file).resolve()))]
+    if not lines:
         return None
     found = None
     for e in _chain(exc):
@@ -53,7 +68,7 @@ def _compilation_line(exc: BaseException, file: str) -> int | None:
         first = src.strip().splitlines()[0].strip()
         if first in lines:
             found = lines.index(first) + lineno
-    return found
+    return _shown(found)
 
 
 # Known causes -> what to do instead (one line, no code). Matched against Triton's messages. A

@@ -13,8 +13,11 @@ from pathlib import Path
 # 2.0: check todo/hidden, status "blocked", integrity, warnings, track; 3.0: integrity's
 # findings (grader.run.screen), the compile for the GPU before the interpreter ran the kernels,
 # ``screened``; 3.1: integrity's ``edited`` (the student's lines) and ``regions`` (where to write);
-# 3.2: a finding's rule may be ``exercise-forbids`` (a Triton function one exercise refuses)
-SCHEMA_VERSION = "3.2"
+# 3.2: a finding's rule may be ``exercise-forbids`` (a Triton function one exercise refuses);
+# 4.0: what is graded is the skeleton with the TODO regions spliced in (grader.run.splice):
+# ``free_form`` replaces ``screened``, integrity's ``graded`` says which, its ``diff`` lists the
+# changes that were not graded, and findings come from grader.run.rules (rule ``todo-rules``)
+SCHEMA_VERSION = "4.0"
 STATUSES = ("passed", "failed", "blocked", "error")
 
 
@@ -114,7 +117,7 @@ class Report:
     duration_s: float
     checkset: str = "hidden"  # "hidden" (the instructor's checks) or "public" (the handout's)
     strict: bool = False  # exercises edited outside their TODO regions score 0
-    screened: bool = True  # False: --no-screen, files the static screens stop were run anyway
+    free_form: bool = False  # --free-form: files ran as written, not their regions in the skeleton
     schema_version: str = SCHEMA_VERSION
     score: int = field(init=False)
     max_score: int = field(init=False)
@@ -140,7 +143,7 @@ class Report:
             "versions",
             "checkset",
             "strict",
-            "screened",
+            "free_form",
             "score",
             "max_score",
             "duration_s",

@@ -104,10 +104,12 @@ def where_now(thread_id: int, file: str, text: str) -> dict | None:
         frame = frame.f_back
     if frame is None:
         return None
-    lines = text.splitlines()
+    from grader.judge import errors
+
+    lines = text.split("\n")
     line = frame.f_lineno
     code = lines[line - 1].strip() if 0 < line <= len(lines) else ""
-    return {"line": line, "function": frame.f_code.co_name, "code": code}
+    return {"line": errors._shown(line), "function": frame.f_code.co_name, "code": code}
 
 
 def watchdog(fd: int, job: dict) -> None:
@@ -616,6 +618,7 @@ def compile_only(fd: int, job: dict) -> int:
     from kata import catalogue, interfaces
 
     assert runtime.BACKEND == runtime.COMPILER, "run with KATA_DEVICE=compiler"
+    errors.use_lines(job.get("lines"))
     watchdog(fd, job)
     start = time.monotonic()
     guarded = _guarded_modules()
@@ -654,6 +657,7 @@ def main(fd: int, job: dict) -> int:
     from grader.run import timing
     from kata import catalogue, interfaces
 
+    errors.use_lines(job.get("lines"))
     watchdog(fd, job)
     watch = Watch(runtime.INTERPRETER)
     interface = interfaces.get(job["interface"])

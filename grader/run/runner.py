@@ -29,9 +29,9 @@ from pathlib import Path
 from grader import specs
 from grader.judge import details
 from grader.report.records import CheckResult, ExerciseResult
-from grader.run import discover, launcher, process, screen, timing
+from grader.run import discover, launcher, process, rules, splice, timing
 from grader.specs.model import Case, Output
-from kata import skeletons
+from kata import skeletons, source
 from kata.catalogue import Exercise
 
 ROOT = process.ROOT
@@ -58,9 +58,10 @@ def time_limit(backend: str, ex: Exercise, timeout: float | None) -> float | Non
     return timeout or None
 
 
-def interpreter_only(text: str) -> list[str]:
+def interpreter_only(text: str, lines: dict[int, int] | None = None) -> list[str]:
     """Warnings for what the interpreter runs and the compiler rejects: `continue` and `break`
-    inside a Triton kernel (UnsupportedLanguageConstruct on Triton 3.6)."""
+    inside a Triton kernel (UnsupportedLanguageConstruct on Triton 3.6). ``lines``: the graded
+    text's line -> the submission's."""
     import ast
 
     try:
@@ -77,8 +78,9 @@ def interpreter_only(text: str) -> list[str]:
         for node in ast.walk(fn):
             if isinstance(node, (ast.Continue, ast.Break)):
                 word = "continue" if isinstance(node, ast.Continue) else "break"
+                line = (lines or {}).get(node.lineno, node.lineno)
                 found.append(
-                    f"`{word}` at line {node.lineno} (in {fn.name}) runs in the interpreter but "
+                    f"`{word}` at line {line} (in {fn.name}) runs in the interpreter but "
                     "does not compile on a GPU: bound the loop instead"
                 )
     return found
@@ -154,9 +156,14 @@ def launch(
     backend: str,
     timeout: float | None,
     timed: bool = True,
+    lines: dict[int, int] | None = None,
+    shown: str | None = None,
 ) -> Launch:
     """Run the launcher on every case of ``spec`` (and the picture's probe), and collect what it
-    sends back. Kernels that will run in the interpreter are first compiled for the GPU."""
+    sends back. Kernels that will run in the interpreter are first compiled for the GPU.
+    ``text`` is what runs; ``lines`` maps its lines to those of ``shown``, the submission as the
+    student wrote it, which messages quote (both default to ``text`` itself)."""
+    shown = text if shown is None else shown
     cases = list(spec.cases.values())
     probe = details.probe_case(spec.exercise.causal) if spec.interface.name == "attention" else None
     if probe is not None:
@@ -165,13 +172,14 @@ def launch(
     configs = None
     refused: list = []
     if backend == "interpreter":
-        records, done = _child(_job(spec, text, file, cases), "compiler", timeout, "--compile")
+        job = _job(spec, text, file, cases, lines=lines)
+        records, done = _child(job, "compiler", timeout, "--compile")
         result.compiled = next((f for f, _ in records if f.get("kind") == "compiled"), None)
         result.seconds = done.seconds
         compiled = result.compiled or {}
         if result.compiled is None or compiled.get("error"):
             stopped = (
-                stopped_message(done, timeout, _where(records), spec, text) or EXITED_AT_IMPORT
+                stopped_message(done, timeout, _where(records), spec, shown) or EXITED_AT_IMPORT
             )
             result.error = compiled.get("error") or f"the submission's process {stopped}"
             result.output = done.output
@@ -185,6 +193,7 @@ def launch(
         configs=configs,
         refused=refused,
         timing=list(spec.timing) if timed else [],
+        lines=lines,
     )
     # One limit for the exercise: the compiler's time comes out of it (and the message names it).
     left = None if timeout is None else max(timeout - result.seconds, 1.0)
@@ -195,10 +204,10 @@ def launch(
         if kind == "case":
             result.outputs.setdefault(fields["name"], []).append((fields["config"], arrays))
         elif kind == "case-error":
-            shown = f" with {fields['config']}" if fields.get("config") else ""
+            under = f" with {fields['config']}" if fields.get("config") else ""
             case = spec.cases.get(fields["name"]) or probe
             result.errors.setdefault(fields["name"], []).append(
-                f"case {fields['name']} ({case.about}){shown}: {fields['message']}"
+                f"case {fields['name']} ({case.about}){under}: {fields['message']}"
             )
             result.causes.add(fields["message"])
         elif kind == "status":
@@ -207,7 +216,7 @@ def launch(
             result.timing = fields
         elif kind == "where":
             result.where = fields
-    stopped = stopped_message(done, timeout, result.where, spec, text)
+    stopped = stopped_message(done, timeout, result.where, spec, shown)
     if result.status is None:
         result.error = f"the submission's process {stopped or EXITED_AT_IMPORT}"
     elif result.status.get("error"):
@@ -406,12 +415,36 @@ def _compiled(record: dict | None) -> dict | None:
     }
 
 
-def snapshot(file: Path) -> str | None:
-    """The submission's text, read once; None if there is no such file."""
+def snapshot(file: Path) -> bytes | None:
+    """The submission's bytes, read once; None if there is no such file."""
     try:
-        return file.read_bytes().decode(errors="replace")
+        return file.read_bytes()
     except (FileNotFoundError, IsADirectoryError):
         return None
+
+
+def _changes(found: splice.Spliced, name: str) -> str:
+    """What the student changed outside the regions, which the grader did not run: one line
+    each, with where to write instead."""
+    out = []
+    for c in found.changes[:12]:
+        spans = found.regions.get(c.todo) or []
+        inside = " and ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+        where = f"write inside TODO({c.todo})" + (f", line(s) {inside}" if inside else "")
+        what = {"changed": "changed", "added": "added", "removed": "removed"}[c.kind]
+        out.append(f"line {c.line} of {name}: {what} given code, not graded ({where})")
+        if c.old:
+            out.append(f"  - {c.old}")
+        if c.new:
+            out.append(f"  + {c.new}")
+    if len(found.changes) > 12:
+        out.append(f"... ({len(found.changes) - 12} more)")
+    for todo in found.missing:
+        out.append(
+            f"TODO({todo}): its place in the skeleton was not found in {name} (the code around it "
+            "was changed): the skeleton's own lines were graded there"
+        )
+    return "\n".join(out)
 
 
 def grade_exercise(
@@ -423,55 +456,56 @@ def grade_exercise(
     checkset: str | None = None,
     strict: bool = False,
     timed: bool = True,
-    text: str | None = None,
-    screened: bool = True,
+    data: bytes | None = None,
+    free_form: bool = False,
 ) -> ExerciseResult:
-    """Grade one exercise's file in ``target`` (``text``: its snapshot, when the caller read it
-    already). ``timed=False`` skips the performance track's timing, for callers that need the
-    verdicts only (``python -m grader.validate``); ``screened=False`` runs a file the static screens
-    would stop (to test the runtime defences)."""
+    """Grade one exercise's file in ``target`` (``data``: its bytes, when the caller read them
+    already). What runs is the skeleton with the file's TODO regions spliced in
+    (``grader.run.splice``), their code held to ``grader.run.rules``; ``free_form=True`` runs the
+    whole file as written instead (an instructor's opt-in, for files written apart).
+    ``timed=False`` skips the performance track's timing, for callers that need the verdicts
+    only (``python -m grader.validate``)."""
     spec = specs.load(ex.stem, checkset)
     file = target / ex.filename
     start = time.monotonic()
-    text = snapshot(file) if text is None else text
-    if text is None:
-        near = discover.rename_hint(target, ex)
-        result = _zero(spec, file, f"{ex.filename} not found in {target}{near}")
+
+    def zero(message: str, **extra) -> ExerciseResult:
+        result = _zero(spec, file, message, **extra)
         result.duration_s = round(time.monotonic() - start, 2)
         return result
-    if "\x00" in text:  # not source code: nothing to compare, line by line, or to run
-        at = text.index("\x00")
-        result = _zero(
-            spec,
-            file,
-            f"{ex.filename} is not a text file (it holds binary data: a NUL byte at character {at}); "
-            "save your kernel as plain Python source",
-        )
-        result.duration_s = round(time.monotonic() - start, 2)
-        return result
-    skeleton = skeletons.pristine(ex.stem)
-    found = skeletons.check(skeleton, text)
-    findings = screen.screen(skeleton, text, found, spec.forbidden) if screened else []
+
+    data = snapshot(file) if data is None else data
+    if data is None:
+        return zero(f"{ex.filename} not found in {target}{discover.rename_hint(target, ex)}")
+    try:
+        text = source.read(data, ex.filename)
+        found = splice.splice(skeletons.pristine(ex.stem), text)
+    except (source.SourceError, splice.SpliceError) as exc:
+        return zero(str(exc) if isinstance(exc, source.SourceError) else f"{ex.filename}: {exc}")
+    if free_form:
+        graded, lines, findings = text, None, []
+    else:
+        graded, lines = found.text, found.lines
+        findings = rules.check(graded, found.graded, lines, spec.forbidden)
     integrity = {
-        "ok": found.ok,
-        "lines": found.lines,
-        "edited": found.edited,
+        "ok": found.ok and not found.missing,
+        "lines": sorted({c.line for c in found.changes}),
+        "edited": sorted({c.line for c in found.changes}),
         "regions": found.regions,
-        "diff": found.diff,
+        "diff": _changes(found, ex.filename),
+        "graded": "free-form" if free_form else "regions",
         "strict_zeroed": False,
         "contract_zeroed": False,
         "findings": [asdict(f) for f in findings],
     }
-    warnings = interpreter_only(text) if backend == "interpreter" else []
-    if findings:  # never run, never paid (grader.run.screen says why)
+    warnings = interpreter_only(graded, lines) if backend == "interpreter" else []
+    if findings:  # never run, never paid (grader.run.rules says why)
         shown = "; ".join(f.message for f in findings[:3])
         more = f" (and {len(findings) - 3} more)" if len(findings) > 3 else ""
-        result = _zero(
-            spec, file, f"not run: {shown}{more}", integrity=integrity, warnings=warnings
-        )
-        result.duration_s = round(time.monotonic() - start, 2)
-        return result
-    ran = launch(spec, text, file, backend, time_limit(backend, ex, timeout), timed)
+        return zero(f"not run: {shown}{more}", integrity=integrity, warnings=warnings)
+    ran = launch(
+        spec, graded, file, backend, time_limit(backend, ex, timeout), timed, lines, shown=text
+    )
     kept = report_dir / "pytest" / f"{ex.stem}.json" if report_dir else None
     checks = judge(spec, ran, kept)
     status = ran.status or {}
@@ -489,15 +523,15 @@ def grade_exercise(
         warnings=warnings + status.get("warnings", []),
         compiled=_compiled(ran.compiled),
     )
-    # Given code was edited, and the kernel is wrong on an input the exercise's contract accepts:
-    # the mistake is in code no TODO check judges, so the exercise as a whole pays for it.
+    # A note on inputs the contract accepts failed: given code is the skeleton's (or, free-form,
+    # the file's own), so the kernel as a whole is wrong there, and the exercise pays for it.
     broken = [
         c.id
         for c in result.checks
         if c.note and c.status != "passed" and spec_check(spec, c.id).contract
     ]
-    integrity["contract_zeroed"] = bool(not found.ok and broken and result.score)
-    if strict and not found.ok:
+    integrity["contract_zeroed"] = bool(broken and result.score)
+    if strict and not integrity["ok"]:
         integrity["strict_zeroed"] = True
     if integrity["strict_zeroed"] or integrity["contract_zeroed"]:
         for c in result.checks:
@@ -520,7 +554,7 @@ def grade(
     on_start=None,
     checkset: str | None = None,
     strict: bool = False,
-    screened: bool = True,
+    free_form: bool = False,
 ) -> list[ExerciseResult]:
     """Grade exercises concurrently; ``on_start(exercise)`` is called as each one starts and
     ``on_done(result)`` as each one finishes. Every file is read before any code runs, so that
@@ -545,8 +579,8 @@ def grade(
                 timeout,
                 checkset,
                 strict,
-                text=texts[ex.stem],
-                screened=screened,
+                data=texts[ex.stem],
+                free_form=free_form,
             )
 
         futures = {pool.submit(work, ex): ex for ex in exercises}
