@@ -271,13 +271,13 @@ def assert_complete(report: dict, numbers: list[str]) -> None:
 def test_the_schema_refuses_what_the_grader_never_writes():
     """The schema is a contract that can fail: a few reports it must refuse."""
     good = {
-        "schema_version": "3.2",
+        "schema_version": "4.0",
         "target": "t",
         "device": "interpreter: cpu",
         "versions": {"python": "3", "torch": "2", "triton": "3"},
         "checkset": "hidden",
         "strict": False,
-        "screened": True,
+        "free_form": False,
         "score": 0,
         "max_score": 0,
         "duration_s": 1.0,
@@ -513,22 +513,26 @@ def test_a_todo_that_names_a_variable_has_a_line_assigning_it_in_its_region():
 
 
 def test_integrity_sees_edits_outside_the_regions_only():
+    from grader.run.splice import splice
+
     sk = skeletons.pristine(STEM["03"])
     inside = gallery.fill(sk, specs.load(STEM["03"], "hidden").reference)
-    assert skeletons.check(sk, inside).ok
+    assert splice(sk, inside).ok
     commented = inside.replace(
         "    row = tl.program_id(0)\n", "    # a note\n    row = tl.program_id(0)\n"
     )
-    assert skeletons.check(sk, commented).ok  # comments and blank lines never count
+    assert splice(sk, commented).ok  # comments and blank lines never count
     outside = inside.replace("tl.store(weight0_ptr + row, w0)", "tl.store(weight0_ptr + row, w1)")
-    found = skeletons.check(sk, outside)
-    (line,) = [n for n, s in enumerate(sk.text.splitlines(), 1) if "weight0_ptr + row, w0" in s]
-    assert not found.ok and found.lines == [line]
-    assert "-    tl.store(weight0_ptr + row, w0)" in found.diff
+    found = splice(sk, outside)
+    (line,) = [n for n, s in enumerate(outside.splitlines(), 1) if "weight0_ptr + row, w1" in s]
+    assert [(c.line, c.kind) for c in found.changes] == [(line, "changed")]
+    assert "tl.store(weight0_ptr + row, w0)" in found.text  # the skeleton's line runs
     added = inside.replace(
         "    row = tl.program_id(0)\n", "    row = tl.program_id(0)\n    row = 0\n"
     )
-    assert not skeletons.check(sk, added).ok  # a line added far from any region
+    found = splice(sk, added)
+    assert [c.kind for c in found.changes] == ["added"]  # a line added far from any region
+    assert "row = 0" not in found.text
 
 
 def test_specs_refuse_to_contradict_themselves():
@@ -1004,7 +1008,8 @@ def test_fa3_showcase_is_right_on_every_input_of_exercise_04_under_its_own_tiles
 @slow
 @pytest.mark.skipif(not runtime.INTERPRETER, reason="the interpreter's refusal")
 def test_a_gluon_kernel_is_refused_by_the_interpreter_with_its_reason(tmp_path):
-    run = grade(_showcase_as_04(tmp_path), "04")
+    # A file written apart: graded as written (--free-form), the launcher says why it cannot run.
+    run = grade(_showcase_as_04(tmp_path), "04", "--free-form")
     (ex,) = [e for e in run.report["exercises"] if e["id"] == find("04").stem]
     assert ex["score"] == 0 and "is a Gluon kernel" in ex["error"]
     assert "grade it on a GPU" in ex["error"]

@@ -116,7 +116,7 @@ def test_a_solution_reformatted_grades_as_itself(stem, tool, tmp_path):
 def test_the_graded_file_keeps_the_skeletons_given_code():
     """A given line the student changed is not what runs: the skeleton's is, and the report
     names the student's line."""
-    stem = "01_flash_attention_core"
+    stem = ALL_EXERCISES[0].stem
     text = solution(stem).replace("    out = acc / l_i[:, None]", "    out = acc")
     found = graded(stem, text.encode())
     assert "out = acc / l_i[:, None]" in found.text
@@ -128,7 +128,7 @@ def test_the_graded_file_keeps_the_skeletons_given_code():
 def test_code_moved_out_of_its_kernel_is_not_graded():
     """Region code dedented to column 0 is module-level code, not the region's: the region is
     then empty and the kernel fails, whatever the module-level code would have done."""
-    stem = "01_flash_attention_core"
+    stem = ALL_EXERCISES[0].stem
     right = "        acc = acc * alpha[:, None] + tl.dot(p, v)\n"
     cheat = "acc = acc * alpha[:, None] + tl.dot(p, v)\nif False:\n    if False:\n"
     text = solution(stem).replace(right, cheat)

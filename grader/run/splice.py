@@ -180,6 +180,8 @@ def _kind(node) -> tuple:
     if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
         targets = getattr(node, "targets", None) or [node.target]
         return (type(node).__name__, *(ast.dump(t) for t in targets))
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        return ("call", ast.dump(node.value.func))
     return (type(node).__name__,)
 
 
@@ -237,8 +239,18 @@ def _align(items: list, theirs: list) -> list[tuple]:
     while i < n or j < m:
         slot = i < n and isinstance(items[i], _Slot)
         here = cost[i][j]
+        changed = (
+            i < n
+            and not slot
+            and j < m
+            and kinds[i] == their_kinds[j]
+            and here == cost[i + 1][j + 1] + _CHANGED
+        )
         if i < n and not slot and j < m and keys[i] == their_keys[j] and here == cost[i + 1][j + 1]:
             ops.append(("=", items[i], theirs[j]))
+            i, j = i + 1, j + 1
+        elif changed and keys[i] != their_keys[j]:  # a tie: a changed given line, not region code
+            ops.append(("~", items[i], theirs[j]))
             i, j = i + 1, j + 1
         elif slot and j < m and here == cost[i][j + 1]:
             ops.append(("slot", items[i], theirs[j]))
@@ -278,12 +290,13 @@ class _Walk:
         self.changes: list[tuple] = []  # (kind, skeleton node, student node)
         self.pairs: list[tuple] = []  # (skeleton node, student node) matched
 
-    def block(self, mine: list, theirs: list) -> None:
+    def block(self, mine: list, theirs: list, module: bool = False) -> None:
         items = self.items.get(id(mine), mine)
-        # Imports compare as a set, wherever they stand in their block: an import sorter
-        # merges and reorders them, autopep8 moves them to the top of the module.
-        ours_in = [s for s in items if isinstance(s, (ast.Import, ast.ImportFrom))]
-        theirs_in = [s for s in theirs if isinstance(s, (ast.Import, ast.ImportFrom))]
+        # A module's imports compare as a set, wherever they stand: an import sorter merges and
+        # reorders them, autopep8 moves them to the top. (In a function, an import is code.)
+        imports = (ast.Import, ast.ImportFrom) if module else ()
+        ours_in = [s for s in items if isinstance(s, imports)]
+        theirs_in = [s for s in theirs if isinstance(s, imports)]
         ours_keys, their_keys = _names(ours_in), _names(theirs_in)
         for stmt in ours_in:
             if any(k not in their_keys for k in _names([stmt])):
@@ -388,7 +401,7 @@ def splice(sk: Skeleton, text: str) -> Spliced:
         if todo:
             comments.setdefault(todo.group(1), []).append(n)
     walk = _Walk(items, comments)
-    walk.block(tree.body, theirs.body)
+    walk.block(tree.body, theirs.body, module=True)
     out = sk.text.splitlines(keepends=True)
     origin: list[int | None] = [None] * len(out)
     for ours, stmt in walk.pairs:  # given lines map to the student's lines they match

@@ -111,6 +111,9 @@ class Row:
     folder: Path | None = None
     why: str = ""
     any_notes: bool = False
+    # Graded as written (--free-form), not as its regions in the skeleton: a whole file written
+    # apart, a variant whose mistake lives in given code, solutions an instructor swapped in.
+    free_form: bool = False
     result: object = None
     problems: list[str] = field(default_factory=list)
 
@@ -136,6 +139,7 @@ def _baseline_rows(ex: Exercise, solutions: Path) -> list[Row]:
                 checkset=checkset,
                 folder=solutions,
                 any_notes=True,
+                free_form=solutions.resolve() != SOLUTIONS.resolve(),
             )
         )
         rows.append(
@@ -173,7 +177,13 @@ def build_rows(
             if ex.stem in stems:
                 rows += _baseline_rows(ex, solutions)
     for spec, v in chosen:
-        row = Row(v.name, spec.exercise, v.expectation(backend), why=v.why)
+        row = Row(
+            v.name,
+            spec.exercise,
+            v.expectation(backend),
+            why=v.why,
+            free_form=bool(v.file or v.edits),
+        )
         try:
             row.source = gallery.source(v, spec)
         except gallery.GalleryError as exc:
@@ -204,6 +214,7 @@ def grade_row(row: Row, scratch: Path, backend: str, timeout: float | None) -> R
             timeout=timeout,
             checkset=row.checkset,
             timed=False,
+            free_form=row.free_form,
         )
     except Exception as exc:  # the grader itself broke: a miss, with the reason
         row.problems.append(f"the grader raised {type(exc).__name__}: {exc}")

@@ -122,10 +122,11 @@ GALLERY = [
     wrong("01-writes-nan", "stores NaN everywhere: told apart from an unwritten buffer",
           edits=[("out = acc / l_i[:, None]", 'out = acc * float("nan")')],
           expect={"message": "NaN"}),
-    wrong("01-fake-kernel", "computes attention with torch in Python: the static screen stops "
-          "it before it runs (the golden case fake-kernel, run anyway, is refused as no kernel)",
+    wrong("01-fake-kernel", "computes attention with torch in Python; graded free-form (a file "
+          "written apart) the launcher refuses it as no Triton kernel, and graded as its regions "
+          "it has no region at all (the golden case fake-kernel)",
           file="fake_kernel.py", score="zero", integrity=True,
-          expect={"error": r"^not run: line \d+: a class"}),
+          expect={"error": r"is a _LooksLikeAKernel object, not a Triton kernel"}),
     right("01-rescale-two-statements", "rescale, then add the tile, as two statements",
           fills={"rescale-acc": "acc = acc * alpha[:, None]\nacc += tl.dot(p, v)"}),
     right("01-rescale-skipped-at-one", "the multiply skipped only where alpha is exactly 1 (the "
