@@ -45,7 +45,7 @@ REFUSED = [
     ("dunder", "acc = acc.__class__", "`acc.__class__` is not an attribute"),
     ("numpy-handle", "acc = acc.handle.data", "`acc.handle.data` is not an attribute"),
     ("open", "acc = open", "`open` is not a name a kernel can use"),
-    ("getattr", "acc = getattr(tl, 'dot')(p, v)", "`getattr(tl, 'dot')(...)` calls something that is not a function"),
+    ("getattr", "acc = getattr(tl, 'dot')(p, v)", "`getattr` is not a name a kernel can use"),
     ("import", "import os", "an import is not kernel code"),
     ("def", "def f():\n    pass", "a function definition is not kernel code"),
     ("lambda", "f = lambda: 0", "a lambda is not kernel code"),
@@ -117,4 +117,6 @@ def test_given_code_is_never_judged_by_the_rules():
     text = solution(S01).replace("    out = acc / l_i[:, None]", "    out = oracles.attention()")
     found = splice.splice(skeletons.pristine(S01), text)
     assert rules.check(found.text, found.graded, found.lines) == []
-    assert "oracles.attention()" not in found.text and [c.kind for c in found.changes] == ["changed"]
+    assert "oracles.attention()" not in found.text and [c.kind for c in found.changes] == [
+        "changed"
+    ]

@@ -121,6 +121,11 @@ def _dotted(node: ast.AST) -> str | None:
     return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
 
 
+def _short(node: ast.AST, limit: int = 48) -> str:
+    text = " ".join(ast.unparse(node).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _language_path(dotted: str) -> str | None:
     """``tl.x.y`` as ``tl.x.y`` whatever alias reached it (``triton.language``); else None."""
     for prefix in ("triton.language.", "tl."):
@@ -175,15 +180,22 @@ class _Rules:
         self.forbidden = tuple(forbidden)
 
     def statement(self, stmt: ast.stmt, fn: ast.FunctionDef):
-        """(node, message) for the first construct of ``stmt`` a kernel region may not hold (the
-        outermost: a lambda before its arguments, a call before its strings)."""
+        """(node, message) for the construct of ``stmt`` that says most plainly why it is not
+        kernel code: a statement or expression kinds kernels lack, then a name a kernel cannot
+        use, then anything else (an attribute, a call), the outermost first."""
         names = _function_names(fn) | self.jit | self.constexpr | BUILTINS | {"tl", "triton"}
         strings = self._allowed_strings(stmt)
-        for node in ast.walk(stmt):
+        found = []
+        for n, node in enumerate(ast.walk(stmt)):
             problem = self.node(node, names, strings)
             if problem:
-                yield node, problem
-                return
+                rank = (
+                    0 if type(node) in NOT_KERNEL_CODE else 1 if isinstance(node, ast.Name) else 2
+                )
+                found.append((rank, n, node, problem))
+        if found:
+            _, _, node, problem = min(found, key=lambda f: f[:2])
+            yield node, problem
 
     def node(self, node: ast.AST, names: frozenset[str], strings: set[int]) -> str | None:
         for kind, what in NOT_KERNEL_CODE.items():
@@ -238,7 +250,7 @@ class _Rules:
             return self._member(node.attr, dotted) if rest else None
         if dotted and dotted.split(".")[0] in self.jit | self.constexpr:
             return f"`{dotted}`: a kernel calls its helpers, it does not reach into them"
-        return self._member(node.attr, dotted or f"...{node.attr}")
+        return self._member(node.attr, dotted or _short(node))
 
     def _member(self, attr: str, shown: str) -> str | None:
         if attr.startswith("_") or attr not in self.attrs:

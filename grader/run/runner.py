@@ -481,7 +481,7 @@ def grade_exercise(
         text = source.read(data, ex.filename)
         found = splice.splice(skeletons.pristine(ex.stem), text)
     except (source.SourceError, splice.SpliceError) as exc:
-        return zero(str(exc) if isinstance(exc, source.SourceError) else f"{ex.filename}: {exc}")
+        return zero(exc.describe(ex.filename) if isinstance(exc, splice.SpliceError) else str(exc))
     if free_form:
         graded, lines, findings = text, None, []
     else:

@@ -28,7 +28,15 @@ BLOCK_FIELDS = ("body", "orelse", "finalbody")
 
 
 class SpliceError(ValueError):
-    """The submission is not Python; the message names the line."""
+    """The submission is not Python: ``reason`` and ``line`` say why and where."""
+
+    def __init__(self, reason: str, line: int | None = None):
+        super().__init__(reason)
+        self.reason, self.line = reason, line
+
+    def describe(self, name: str) -> str:
+        where = f" (line {self.line} of {name})" if self.line else ""
+        return f"{name} is not valid Python: {self.reason}{where}"
 
 
 @dataclass(frozen=True)
@@ -361,14 +369,15 @@ def _parse(text: str) -> ast.Module:
     try:
         return ast.parse(text)
     except SyntaxError as exc:
-        where = f"line {exc.lineno}: " if exc.lineno else ""
-        raise SpliceError(f"the file is not valid Python ({where}{exc.msg})") from None
+        raise SpliceError(f"SyntaxError: {exc.msg}", exc.lineno) from None
     except (ValueError, RecursionError, MemoryError) as exc:
-        raise SpliceError(f"the file is not valid Python ({exc})") from None
+        raise SpliceError(f"{type(exc).__name__}: {exc}") from None
 
 
-def _unparsed(stmts: list, indent: str) -> tuple[list[str], list[int]]:
+def _unparsed(stmts: list, indent: str) -> tuple[list[str], list[int | None]]:
     """``stmts`` written out at ``indent``; per line written, the submission's line it comes from."""
+    if not stmts:  # an empty region: a block must keep a statement
+        return [indent + "pass\n"], [None]
     out, origin = [], []
     for stmt in stmts:
         text = ast.unparse(stmt)
@@ -438,7 +447,6 @@ def splice(sk: Skeleton, text: str) -> Spliced:
         else:
             student_regions.setdefault(r.todo, [])
     result = "".join(out)
-    _blocks_not_empty(result)
     changes = []
     for kind, ours, stmt in walk.changes:
         line = (stmt or ours).lineno
@@ -473,14 +481,3 @@ def _student_line(pairs: list, ours) -> int:
     """The student's line just after where skeleton statement ``ours`` was."""
     above = [s.end_lineno for o, s in pairs if o.end_lineno < ours.lineno]
     return max(above, default=0) + 1
-
-
-def _blocks_not_empty(text: str) -> None:
-    """A slot the student left empty may leave a block with no statement: say so plainly."""
-    try:
-        ast.parse(text)
-    except SyntaxError as exc:  # pragma: no cover - only a skeleton whose block is a region
-        raise SpliceError(
-            f"a TODO region left empty leaves a block without a statement (line {exc.lineno}): "
-            "write `pass` there if the region needs no code"
-        ) from None
