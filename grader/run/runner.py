@@ -423,23 +423,24 @@ def snapshot(file: Path) -> bytes | None:
         return None
 
 
-def _changes(found: splice.Spliced, name: str) -> str:
-    """What the student changed outside the regions, which the grader did not run: one line
-    each, with where to write instead."""
+def _changes(found: splice.Spliced, name: str, free_form: bool = False) -> str:
+    """What the student changed outside the regions, which the grader did not run (free-form:
+    which it ran as written): one line each, with where to write instead."""
     out = []
     for c in found.changes[:12]:
         spans = found.regions.get(c.todo) or []
         inside = " and ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
         where = f"write inside TODO({c.todo})" + (f", line(s) {inside}" if inside else "")
         what = {"changed": "changed", "added": "added", "removed": "removed"}[c.kind]
-        out.append(f"line {c.line} of {name}: {what} given code, not graded ({where})")
+        graded = "run as written, --free-form" if free_form else "not graded"
+        out.append(f"line {c.line} of {name}: {what} given code, {graded} ({where})")
         if c.old:
             out.append(f"  - {c.old}")
         if c.new:
             out.append(f"  + {c.new}")
     if len(found.changes) > 12:
         out.append(f"... ({len(found.changes) - 12} more)")
-    for todo in found.missing:
+    for todo in [] if free_form else found.missing:
         out.append(
             f"TODO({todo}): its place in the skeleton was not found in {name} (the code around it "
             "was changed): the skeleton's own lines were graded there"
@@ -492,7 +493,7 @@ def grade_exercise(
         "lines": sorted({c.line for c in found.changes}),
         "edited": sorted({c.line for c in found.changes}),
         "regions": found.regions,
-        "diff": _changes(found, ex.filename),
+        "diff": _changes(found, ex.filename, free_form),
         "graded": "free-form" if free_form else "regions",
         "strict_zeroed": False,
         "contract_zeroed": False,
