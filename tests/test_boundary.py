@@ -192,7 +192,7 @@ def test_dispatch_spec_pays_for_every_boundary_class():
     assert blocks[16] >= EDGES, "pair counts one short of, a multiple of and one past a block"
     experts = {c.params["E"] for c in cases.values()}
     assert {8, 60} <= experts and any(E > 2 and (E - 1) & (E - 2) == 0 for E in experts), "E = 8, 60, 2^k + 1"
-    met = one_past = cap_one = cap_m = at_edge = empty = skewed = last_over = False
+    met = one_past = cap_zero = cap_one = cap_m = at_edge = empty = skewed = last_over = False
     for c in cases.values():
         idx, E, C, B = c.inputs["idx"], c.params["E"], c.params["CAPACITY"], c.params["BLOCK"]
         routed = np.bincount(idx.ravel(), minlength=E)
@@ -200,6 +200,7 @@ def test_dispatch_spec_pays_for_every_boundary_class():
         dropping = (right["slot"] < 0).any()
         met |= dropping and C in routed
         one_past |= dropping and C + 1 in routed
+        cap_zero |= C == 0 and bool((right["slot"] < 0).all()) and not right["counts"].any()
         cap_one |= C == 1 and dropping
         cap_m |= C == len(idx) and routed.max() == len(idx)
         at_edge |= any(p % B == 0 for p in boundary.first_dropped(idx, E, C).values())
@@ -208,6 +209,7 @@ def test_dispatch_spec_pays_for_every_boundary_class():
         last_over |= routed[-1] > C
     assert met and one_past, "an expert routed exactly CAPACITY pairs beside one routed one more"
     assert cap_one and cap_m, "CAPACITY = 1, and CAPACITY = M met by an expert routed every token"
+    assert cap_zero, "CAPACITY = 0: every pair dropped, no row filled (the contract's least)"
     assert at_edge, "an expert's first dropped pair on a block's first pair"
     assert empty and skewed and last_over, "empty experts, one with half the tokens, the last over"
 
