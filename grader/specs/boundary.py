@@ -256,19 +256,20 @@ def split_kv(
     lengths: list[int] | None = None,
     group: int = 1,
     kind: str | None = None,
+    gap: float = 100.0,
     what: str = "",
     **fields,
 ) -> Case:
     """The partials of one decoding step (``grader.specs.inputs``) as a case of 08's merge:
     ``splits`` splits of ``split`` keys, caches of lengths ``lengths`` (default
     ``split_lengths``), ``group`` query rows per cache, scores of ``kind`` (None: random q and
-    k; else ``inputs.hostile_partials``' kinds)."""
+    k; else ``inputs.hostile_partials``' kinds, ``gap`` that of "dominant")."""
     lengths = lengths or split_lengths(split, splits, empty)
     N = split * splits
     if kind is None:
         partials = inputs.decode_partials(seed, lengths, split, D, group, N)
     else:
-        partials = inputs.hostile_partials(seed, lengths, split, D, kind, N)
+        partials = inputs.hostile_partials(seed, lengths, split, D, kind, N, gap)
     rows = len(lengths) * group
     heads = f" ({group} query rows per cache)" if group > 1 else ""
     about = (
