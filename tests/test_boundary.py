@@ -14,6 +14,8 @@ from kata import oracles
 from kata.catalogue import find
 
 TILES = [(16, 16), (16, 32), (32, 16)]
+# Query blocks over more than two key tiles: a block's diagonal crosses four of them.
+TALL = [(64, 16), (128, 32)]
 EDGES = {-1, 0, 1}
 
 STEM = {n: find(n).stem for n in ("01", "02", "03", "05", "06")}  # through the manifest
@@ -111,7 +113,7 @@ def _paid_cases(stem: str):
 # fmt: off
 @pytest.mark.parametrize("stem, tiles", [
     (STEM["01"], [(16, 16), (16, 32)]),
-    (STEM["02"], TILES),
+    (STEM["02"], TILES + TALL),
     (STEM["06"], TILES),
 ])
 # fmt: on
