@@ -1,7 +1,9 @@
 """The generator of boundary cases (grader/specs/boundary.py): the classes it derives for a tile set
 (residues modulo the tiles, M != N both ways, windows whose edge lies apart from the diagonal
-and crosses three key tiles under 32-row blocks, creeping maxima, logits out of exp's range),
-and the hidden specs that must draw their cases from it. Nothing here launches a kernel."""
+and crosses three key tiles under 32-row blocks and five under query blocks over more than two
+key tiles, windows no wider than a key tile under taller blocks, WINDOW >= N with M > N,
+creeping maxima, logits out of exp's range, CAPACITY = 0), and the hidden specs that must draw
+their cases from it. Nothing here launches a kernel."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from kata import oracles
 from kata.catalogue import find
 
 TILES = [(16, 16), (16, 32), (32, 16)]
+# Query blocks over more than two key tiles: a block's diagonal crosses four of them.
+TALL = [(64, 16), (128, 32)]
 EDGES = {-1, 0, 1}
 
 STEM = {n: find(n).stem for n in ("01", "02", "03", "05", "06")}  # through the manifest
@@ -32,7 +36,7 @@ def test_ragged_sizes_sit_on_every_tile_edge(block_m, block_n):
         assert f"M={s.M}" in s.about or f"M=N={s.M}" in s.about
 
 
-@pytest.mark.parametrize("block_m, block_n", TILES)
+@pytest.mark.parametrize("block_m, block_n", TILES + TALL)
 def test_windows_sit_on_key_tile_edges_apart_from_the_diagonal(block_m, block_n):
     shapes = boundary.windows(block_m, block_n)
     assert {boundary.residue(s.window, block_n) for s in shapes} == EDGES
@@ -45,14 +49,49 @@ def test_windows_sit_on_key_tile_edges_apart_from_the_diagonal(block_m, block_n)
         assert newest // block_n < r0 // block_n, f"{s.name}: the edge reaches the diagonal"
         assert f"WINDOW={s.window}" in s.about
     most = max(boundary.edge_tiles(s) for s in shapes)
-    # A block's window edge holds block_m consecutive keys: three 16-key tiles for 32 rows.
-    assert most == (3 if block_m > block_n else 2 if block_m == block_n else 1)
+    # A block's window edge holds block_m consecutive keys: three 16-key tiles for 32 rows,
+    # five for 64 rows (and 32-key tiles for 128 rows).
+    assert most == (block_m // block_n + 1 if block_m >= block_n else 1)
 
 
 def test_ragged_windows_are_one_short_of_a_tile():
     shapes = boundary.ragged(16, 16, window=15)
     assert all(s.window == 15 and boundary.residue(s.window, 16) == -1 for s in shapes)
     assert len({s.name for s in shapes}) == len(shapes)
+
+
+def test_narrow_windows_hide_keys_of_the_blocks_own_diagonal_tiles():
+    shapes = boundary.narrow(32, 16)
+    assert [s.window for s in shapes] == [15, 16]  # one key short of and exactly a key tile
+    for s in shapes:
+        mask = oracles.causal_mask(s.M, s.N, s.window)
+        for r0 in range(0, s.M, s.block_m):
+            last = min(r0 + s.block_m, s.M) - 1
+            # The block's last row sees none of its first diagonal key tile ...
+            assert not mask[last, r0 : r0 + s.block_n].any(), s.name
+            # ... and with 15 keys, not all of the next one: a key past the first diagonal tile
+            # that is causal yet outside the window, which only 32-row blocks over 16-key tiles
+            # with a window below BLOCK_M - BLOCK_N have.
+            later = (
+                ~mask[:, r0 + s.block_n : r0 + s.block_m]
+                & oracles.causal_mask(s.M, s.N)[:, r0 + s.block_n : r0 + s.block_m]
+            )
+            assert later[r0 : last + 1].any() == (s.window < s.block_m - s.block_n), s.name
+    with pytest.raises(ValueError, match="taller"):
+        boundary.narrow(16, 16)
+
+
+@pytest.mark.parametrize("block_m, block_n", [(16, 16), (32, 16)])
+def test_long_windows_over_fewer_keys_are_not_plain_causal(block_m, block_n):
+    shapes = boundary.long_windows(block_m, block_n)
+    assert {s.window for s in shapes} == {shapes[0].N, shapes[0].M - 1}
+    for s in shapes:
+        assert s.M > s.N and s.window >= s.N
+        windowed, causal = oracles.causal_mask(s.M, s.N, s.window), oracles.causal_mask(s.M, s.N)
+        lost = np.flatnonzero((causal & ~windowed).any(axis=1))  # rows that lose keys
+        assert lost.size and lost.min() == s.window, s.name
+        assert windowed.any(axis=1).all(), s.name  # and every row still sees a key
+    assert boundary.attention(shapes, 0)  # within the contract: no row without keys
 
 
 def test_no_window_case_has_a_row_without_keys():
@@ -111,8 +150,8 @@ def _paid_cases(stem: str):
 # fmt: off
 @pytest.mark.parametrize("stem, tiles", [
     (STEM["01"], [(16, 16), (16, 32)]),
-    (STEM["02"], TILES),
-    (STEM["06"], TILES),
+    (STEM["02"], TILES + TALL),
+    (STEM["06"], TILES + TALL),
 ])
 # fmt: on
 def test_attention_specs_pay_for_every_edge_of_their_tiles(stem, tiles):
@@ -129,9 +168,9 @@ def test_attention_specs_pay_for_every_edge_of_their_tiles(stem, tiles):
         assert any(m < n for m, n in shapes) and any(m > n for m, n in shapes)
 
 
-def test_window_spec_pays_for_window_edges_and_three_tile_spans():
+def test_window_spec_pays_for_window_edges_and_five_tile_spans():
     cases = _paid_cases(STEM["06"])
-    for block_m, block_n in TILES:
+    for block_m, block_n in TILES + TALL:
         for shape in boundary.windows(block_m, block_n):
             assert shape.name in cases
     spans = [
@@ -139,7 +178,18 @@ def test_window_spec_pays_for_window_edges_and_three_tile_spans():
                                            c.block_n, window=c.window))
         for c in cases.values()
     ]
-    assert max(spans) >= 3
+    assert max(spans) >= 5  # more key tiles than a 32-row block's edge can cross (three)
+
+
+def test_window_spec_pays_for_narrow_and_long_windows():
+    cases = _paid_cases(STEM["06"])
+    long = boundary.long_windows(16, 16) + boundary.long_windows(32, 16)
+    for shape in boundary.narrow(32, 16) + long:
+        assert shape.name in cases, shape.name
+        case = cases[shape.name]
+        assert (case.block_m, case.block_n) == (shape.block_m, shape.block_n)
+        assert (len(case.inputs["q"]), len(case.inputs["k"])) == (shape.M, shape.N)
+        assert case.window == shape.window
 
 
 def test_rescale_is_paid_on_creeping_maxima():
@@ -192,7 +242,7 @@ def test_dispatch_spec_pays_for_every_boundary_class():
     assert blocks[16] >= EDGES, "pair counts one short of, a multiple of and one past a block"
     experts = {c.params["E"] for c in cases.values()}
     assert {8, 60} <= experts and any(E > 2 and (E - 1) & (E - 2) == 0 for E in experts), "E = 8, 60, 2^k + 1"
-    met = one_past = cap_one = cap_m = at_edge = empty = skewed = last_over = False
+    met = one_past = cap_zero = cap_one = cap_m = at_edge = empty = skewed = last_over = False
     for c in cases.values():
         idx, E, C, B = c.inputs["idx"], c.params["E"], c.params["CAPACITY"], c.params["BLOCK"]
         routed = np.bincount(idx.ravel(), minlength=E)
@@ -200,6 +250,7 @@ def test_dispatch_spec_pays_for_every_boundary_class():
         dropping = (right["slot"] < 0).any()
         met |= dropping and C in routed
         one_past |= dropping and C + 1 in routed
+        cap_zero |= C == 0 and bool((right["slot"] < 0).all()) and not right["counts"].any()
         cap_one |= C == 1 and dropping
         cap_m |= C == len(idx) and routed.max() == len(idx)
         at_edge |= any(p % B == 0 for p in boundary.first_dropped(idx, E, C).values())
@@ -208,6 +259,7 @@ def test_dispatch_spec_pays_for_every_boundary_class():
         last_over |= routed[-1] > C
     assert met and one_past, "an expert routed exactly CAPACITY pairs beside one routed one more"
     assert cap_one and cap_m, "CAPACITY = 1, and CAPACITY = M met by an expert routed every token"
+    assert cap_zero, "CAPACITY = 0: every pair dropped, no row filled (the contract's least)"
     assert at_edge, "an expert's first dropped pair on a block's first pair"
     assert empty and skewed and last_over, "empty experts, one with half the tokens, the last over"
 

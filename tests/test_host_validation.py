@@ -147,3 +147,15 @@ def test_attention_rejects_tensors_on_two_gpus(attend):
     q, k, v = t(4, 8, device="cuda:0"), t(6, 8, device="cuda:1"), t(6, 8, device="cuda:0")
     with pytest.raises(ValueError, match=r"one device, got q on cuda:0, k on cuda:1"):
         attend(q, k, v)
+
+
+def test_dispatch_takes_capacity_0_and_refuses_a_negative_one(solution):
+    """CAPACITY >= 0 is the contract: 0 drops every pair and fills no row; -1 is refused (and
+    so are a bool and a float) before the kernel runs."""
+    dispatch = solution("09").moe_dispatch
+    idx = torch.tensor([[0, 1], [1, 2], [0, 2]], dtype=torch.int32, device=runtime.DEVICE)
+    counts, offsets, slot, _ = (x.cpu() for x in dispatch(idx, 3, 0))
+    assert not counts.any() and not offsets.any() and (slot == -1).all()
+    for bad in (-1, True, 1.0):
+        with pytest.raises(ValueError, match="capacity must be an int >= 0"):
+            host.check_dispatch_input(idx, 3, bad)

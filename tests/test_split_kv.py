@@ -123,7 +123,9 @@ def test_the_hidden_cases_cover_the_boundary_classes():
     assert empty and any((np.isfinite(c.inputs["m"]).sum(axis=1) == 1).any() for c in empty)
 
 
-@pytest.mark.parametrize("name", ["high-scores", "low-scores", "dominant-split"])
+@pytest.mark.parametrize(
+    "name", ["high-scores", "low-scores", "dominant-split", "far-apart-splits"]
+)
 def test_the_hostile_cases_break_only_an_unshifted_merge(name):
     case = specs.load(STEM, "hidden").cases[name]
     right = interfaces.get("split-kv-merge").expected(case)
@@ -134,6 +136,38 @@ def test_the_hostile_cases_break_only_an_unshifted_merge(name):
     assert np.isnan(unshifted[hostile]).all()
     assert not np.isfinite(unshifted_lse[hostile]).any()
     np.testing.assert_allclose(unshifted[~hostile], right["out"][~hostile], atol=1e-5)
+
+
+def _merged_from_the_mean(case):
+    """The merge measured from the mean of the filled splits' maxima, in float32 (a wrong
+    reference point: between the maxima, not at the largest)."""
+    m, l, acc = (case.inputs[n] for n in ("m", "l", "acc"))  # noqa: E741
+    filled = l > 0
+    ref = (np.where(filled, m, 0).sum(axis=1) / filled.sum(axis=1)).astype(np.float32)
+    with np.errstate(all="ignore"):
+        w = np.exp(m - ref[:, None])
+        return (w[:, :, None] * acc).sum(axis=1) / (w * l).sum(axis=1)[:, None]
+
+
+@pytest.mark.parametrize(("name", "gap"), [("dominant-split", 100), ("far-apart-splits", 200)])
+def test_split_maxima_far_apart_break_a_reference_between_them(name, gap):
+    """On every other row one split's maximum lies ``gap`` above the others'. At 100, a merge
+    measured from the mean of the maxima keeps every exp() in float32's range and is right; at
+    200 (with a row whose only other filled split makes the mean the midpoint) it overflows."""
+    case = specs.load(STEM, "hidden").cases[name]
+    m = case.inputs["m"]
+    hostile = np.arange(len(m)) % 2 == 0
+    finite = np.where(np.isfinite(m), m, np.nan)
+    spread = np.nanmax(finite, axis=1) - np.nanmin(finite, axis=1)
+    assert (spread[hostile] > gap - 5).all() and (spread[~hostile] < 10).all()
+    right = interfaces.get("split-kv-merge").expected(case)["out"]
+    out = _merged_from_the_mean(case)
+    if gap == 100:
+        np.testing.assert_allclose(out, right, atol=1e-5)
+    else:
+        assert (np.isfinite(m).sum(axis=1)[hostile] == 2).any()
+        assert np.isnan(out[hostile]).all()
+        np.testing.assert_allclose(out[~hostile], right[~hostile], atol=1e-5)
 
 
 def test_an_infinity_is_close_only_to_itself():

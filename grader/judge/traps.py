@@ -925,7 +925,10 @@ MERGE_NO_MAX_SHIFT = Trap(
         "from the largest `m_j`, where the largest weight is exactly 1. A maximum taken "
         "with 0 (`max(m, 0)`), or padded slots loaded as 0 instead of -inf, fails the same way "
         "on rows whose scores are all very negative: there the reference point is 0 again. "
-        "The checks that can see it use such rows beside ordinary ones."
+        "So does a point between the maxima, such as their mean: it keeps every `exp()` in "
+        "range while the splits' maxima lie within about 88 of it, and overflows once one "
+        "split's maximum lies 200 above the others. The checks that can see it use such rows "
+        "beside ordinary ones."
     ),
     forms=_unshifted,
     invariant="Every exp() of the merge has an argument <= 0: the largest weight is exactly 1.",

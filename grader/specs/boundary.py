@@ -10,7 +10,13 @@ the interpreter, with the words a student reads in a failure (``Case.about``):
   modulo both tile sizes, with M < N, M > N and M = N;
 * ``windows``: sliding windows one short of, a whole number of and one past key tiles, wider
   than a query block and a key tile together, so that a block's window edge lies tiles apart
-  from its diagonal; with 32-row blocks over 16-key tiles the edge crosses three key tiles;
+  from its diagonal; with 32-row blocks over 16-key tiles the edge crosses three key tiles,
+  with 64x16 and 128x32 tiles (a query block over twice a key tile) five;
+* ``narrow``: windows one key short of and exactly one key tile under query blocks taller than
+  a key tile, so that the key tiles of a block's own diagonal hold keys older than its last
+  rows' windows;
+* ``long_windows``: more queries than keys (M > N) with WINDOW >= N, which is not plain causal
+  attention: rows from WINDOW on still lose their oldest keys;
 * ``creep``: row maxima that rise by 0.001 per key tile (alpha = 0.999 on every tile);
 * ``extremes``: logits above 88 and below -100 (exp overflows and underflows in float32), both
   in one row, and ties among them, for a number of experts from ``experts`` (one short of or one
@@ -133,7 +139,9 @@ def edge_tiles(shape: Shape) -> int:
 def windows(block_m: int = 16, block_n: int = 16) -> list[Shape]:
     """Windows one short of, a whole number of and one past key tiles, each the smallest above
     block_m + block_n, in the shortest square sequence where some block's first row's window
-    begins past key 0 (one more block follows it)."""
+    begins past key 0 (one more block follows it). A block's window edge holds block_m
+    consecutive keys, so it crosses up to block_m // block_n + 1 key tiles (with block_m a
+    multiple of block_n)."""
     shapes = []
     for r in (-1, 0, 1):
         window = block_m + block_n + 1
@@ -157,6 +165,42 @@ def windows(block_m: int = 16, block_n: int = 16) -> list[Shape]:
         if span >= 3:
             what += f", and their window edge crosses {_tiles(span, f'{block_n}-key tile')}"
         shapes.append(Shape(M, M, block_m, block_n, window=window, what=what))
+    return shapes
+
+
+def narrow(block_m: int = 32, block_n: int = 16) -> list[Shape]:
+    """Windows one key short of and exactly one key tile, over two query blocks taller than a
+    key tile: the last row of a block sees none of the block's first diagonal key tile, and with
+    the shorter window not all of the next one either, so the window condition is needed on the
+    diagonal's key tiles, not only on the tiles before them."""
+    if block_m <= block_n:
+        raise ValueError("narrow windows need query blocks taller than a key tile")
+    shapes = []
+    for window in (block_n - 1, block_n):
+        second = "; nor the first key of the next one" if window < block_n else ""
+        what = (
+            f"WINDOW {against(window, block_n, 'key', 'tile')}, under {block_m}-row blocks: a "
+            f"block's last row sees none of the block's first diagonal key tile{second}"
+        )
+        shapes.append(Shape(2 * block_m, 2 * block_m, block_m, block_n, window=window, what=what))
+    return shapes
+
+
+def long_windows(block_m: int = 16, block_n: int = 16) -> list[Shape]:
+    """More queries than keys (``ragged``'s M > N shape: M one row short of two blocks, N one
+    key past one) with WINDOW = N, and WINDOW = M - 1: a window as long as the cache or longer,
+    which is still not plain causal attention, since rows from WINDOW on lose their oldest keys
+    (with M - 1, only the last row loses key 0)."""
+    big = max(block_m, block_n)
+    M, N = 2 * big - 1, big + 1
+    shapes = []
+    for window, lost in (
+        (N, f"rows {N}-{M - 1} lose their oldest keys"),
+        (M - 1, f"only the last row, {M - 1}, loses key 0"),
+    ):
+        sizes = f"M {against(M, block_m, 'row', 'block')}, N {against(N, block_n, 'key', 'tile')}"
+        what = f"{sizes} (M > N), WINDOW {'= N' if window == N else '> N'}: {lost}"
+        shapes.append(Shape(M, N, block_m, block_n, 24, window, what))
     return shapes
 
 
@@ -256,19 +300,20 @@ def split_kv(
     lengths: list[int] | None = None,
     group: int = 1,
     kind: str | None = None,
+    gap: float = 100.0,
     what: str = "",
     **fields,
 ) -> Case:
     """The partials of one decoding step (``grader.specs.inputs``) as a case of 08's merge:
     ``splits`` splits of ``split`` keys, caches of lengths ``lengths`` (default
     ``split_lengths``), ``group`` query rows per cache, scores of ``kind`` (None: random q and
-    k; else ``inputs.hostile_partials``' kinds)."""
+    k; else ``inputs.hostile_partials``' kinds, ``gap`` that of "dominant")."""
     lengths = lengths or split_lengths(split, splits, empty)
     N = split * splits
     if kind is None:
         partials = inputs.decode_partials(seed, lengths, split, D, group, N)
     else:
-        partials = inputs.hostile_partials(seed, lengths, split, D, kind, N)
+        partials = inputs.hostile_partials(seed, lengths, split, D, kind, N, gap)
     rows = len(lengths) * group
     heads = f" ({group} query rows per cache)" if group > 1 else ""
     about = (

@@ -191,13 +191,14 @@ def decode_partials(seed, lengths, split, D, group=1, N=None):
     return split_partials(scores, v, lengths, split, group)
 
 
-def hostile_partials(seed, lengths, split, D, kind, N=None):
+def hostile_partials(seed, lengths, split, D, kind, N=None, gap=100.0):
     """Partials of scores that only a merge measured from the maximum survives, on every even
     row (odd rows are ordinary, scores ~ N(0, 1)): ``"high"`` (every score near +200, where
     exp() overflows float32 past 88.7), ``"low"`` (near -150, where it underflows below -103)
-    or ``"dominant"`` (one split's keys score 100 above the rest, a different split on each
-    even row, so that the split maxima differ by 100 and the other splits' weights underflow
-    to 0)."""
+    or ``"dominant"`` (one split's keys score ``gap`` above the rest, a different split on each
+    even row, so that the split maxima differ by ``gap`` and the other splits' weights
+    underflow to 0). At a gap of 100, a merge measured from a point between the maxima (their
+    mean, their midpoint) still keeps every exp() in float32's range; at 200 it cannot."""
     r = rng(seed)
     lengths = np.asarray(lengths)
     B = len(lengths)
@@ -212,7 +213,7 @@ def hostile_partials(seed, lengths, split, D, kind, N=None):
         elif kind == "dominant":
             used = -(-int(lengths[b]) // split)  # the splits that hold keys of this row
             j = (b // 2) % used
-            scores[b, j * split : (j + 1) * split] += 100.0
+            scores[b, j * split : (j + 1) * split] += gap
         else:
             raise ValueError(f"unknown kind {kind!r}")
     return split_partials(scores, v, lengths, split)

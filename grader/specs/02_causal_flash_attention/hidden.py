@@ -1,7 +1,9 @@
 """Exercise 02, the instructor's checks and gallery (TODO causal-mask).
 
-For 16x16, 16x32 and 32x16 tiles, sizes one past, one short of and a whole number of tiles,
-with M < N, M > N (top-left alignment) and M = N (``grader.specs.boundary``); besides them, the
+For 16x16, 16x32, 32x16, 64x16 and 128x32 tiles (the last two: a query block over more than two
+key tiles, so its diagonal crosses four of them), sizes one past, one short of and a whole number
+of tiles, with M < N, M > N (top-left alignment) and M = N (``grader.specs.boundary``); besides
+them, the
 chapter's example, one query row, and two hostile cases: scores that climb by 8 per key, so that
 inside one tile a row's future keys score up to 120 above its own (a mask applied after the max
 and the exponential loses the row), and scores near -150 (a finite mask value like -100 would
@@ -27,6 +29,7 @@ CASES = [
          inputs=qkv(105, 1, 40, 64), causal=True),
     *boundary.attention(boundary.ragged(16, 16), 120, causal=True),
     *boundary.attention(boundary.ragged(16, 32) + boundary.ragged(32, 16), 123, causal=True),
+    *boundary.attention(boundary.ragged(64, 16) + boundary.ragged(128, 32), 130, causal=True),
     Case(name="grow-blocks-16x32",
          about="M=40, N=96, D=32, 16x32 tiles; every key block raises the row maxima",
          inputs=growing(102, 40, 96, 32, 32), block_m=16, block_n=32, causal=True),
@@ -53,9 +56,12 @@ CHECKS = [
           cases=("edges-17x31", "edges-31x17", "one-row-d64"), judge="output",
           traps=(*MASK_TRAPS, CAUSAL_BOTTOM_RIGHT)),
     Check(id="causal-tiles", todo="causal-mask", points=5,
-          about="Tiles of 16x32 and 32x16, several key blocks per query block",
+          about="Tiles of 16x32, 32x16, 64x16 and 128x32: several key blocks per query block, "
+          "and a query block's diagonal across four key tiles",
           cases=("edges-33x63-16x32", "edges-63x33-16x32", "edges-64x64-16x32",
                  "edges-33x63-32x16", "edges-63x33-32x16", "edges-64x64-32x16",
+                 "edges-65x127-64x16", "edges-127x65-64x16", "edges-128x128-64x16",
+                 "edges-129x255-128x32", "edges-255x129-128x32", "edges-256x256-128x32",
                  "grow-blocks-16x32"), judge="output", traps=MASK_TRAPS),
     Check(id="causal-hostile", todo="causal-mask", points=5,
           about="Future keys scoring up to 250 above a row inside its tile; scores near -150",
@@ -105,6 +111,16 @@ GALLERY = [
           "a whole number of tiles and M >= N, that key's tile is never visited",
           fills=_mask(_CAUSAL, "hi = tl.minimum(N - 1, (pid_m + 1) * BLOCK_M)"),
           failed=["causal-rectangular", "causal-tiles"], breaks="causal-mask"),
+    wrong("02-hi-two-key-tiles", "the loop ends two key tiles past the block's first row, as "
+          "if a query block's diagonal crossed at most two key tiles: with 64x16 and 128x32 "
+          "tiles the block's later rows lose their newest keys",
+          fills=_mask(_CAUSAL, "hi = tl.minimum(N, pid_m * BLOCK_M + 2 * BLOCK_N)"),
+          failed=["causal-tiles"], breaks="causal-mask"),
+    wrong("02-mask-two-diagonal-tiles", "the causal condition only on the first two key tiles "
+          "from the block's first row, as if the diagonal crossed no more: with 64-row blocks "
+          "over 16-key tiles the next two go unmasked and rows see future keys",
+          fills=_mask(f"(n0 >= pid_m * BLOCK_M + 2 * BLOCK_N) | ({_CAUSAL})"),
+          failed=["causal-tiles"], breaks="causal-mask"),
     wrong("02-bottom-right", "FlashAttention >= 2.1's bottom-right alignment, not the chapter's "
           "top-left", fills=_mask("offs_m[:, None] + (N - M) >= offs_n[None, :]", "hi = N"),
           traps=["causal-bottom-right"], failed=["causal-rectangular"], breaks="causal-mask"),
@@ -126,6 +142,10 @@ GALLERY = [
     right("02-hi-inclusive", "the loop bound from inclusive indices (the last key, the block's "
           "last row) plus one",
           fills=_mask(_CAUSAL, "hi = tl.minimum(N - 1, (pid_m + 1) * BLOCK_M - 1) + 1")),
+    right("02-hi-diagonal-tiles-counted", "the loop bound as the block's first row plus the "
+          "key tiles its diagonal crosses, cdiv(BLOCK_M, BLOCK_N), whatever the tiles",
+          fills=_mask(_CAUSAL, "hi = tl.minimum(N, pid_m * BLOCK_M + tl.cdiv(BLOCK_M, BLOCK_N) "
+                      "* BLOCK_N)")),
     right("02-mask-in-one-where", "the causal condition written straight into the where",
           fills={"causal-mask": (HI, f"{_GIVEN}\ncausal = {_CAUSAL}")},
           edits=[(_WHERE, 'scores = tl.where(visible & causal, scores, float("-inf"))')]),

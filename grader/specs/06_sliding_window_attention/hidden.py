@@ -4,8 +4,12 @@ Windows of every kind against the tiles: WINDOW = 1 (a row sees itself only), WI
 causal attention), windows whose first key sits on a tile's last key (18: a lower bound one key
 too late skips it), and, for 16x16, 16x32 and 32x16 tiles, windows one short of, a whole number
 of and one past key tiles, wider than a block and a tile together, so that a block's window edge
-lies apart from its diagonal (with 32-row blocks it crosses three 16-key tiles); M < N and M > N
-one past and one short of a tile (``grader.specs.boundary``). Two hostile cases: scores that fall by 8
+lies apart from its diagonal (with 32-row blocks it crosses three 16-key tiles, with 64x16 and
+128x32 tiles five); M < N and M > N one past and one short of a tile, for those five tile shapes;
+M > N with WINDOW = N and WINDOW = M - 1 (longer than the cache, yet not plain causal: rows from
+WINDOW on lose their oldest keys); windows of 15 and 16 keys under 32-row blocks, where the
+block's own diagonal key tiles hold keys older than its last rows' windows
+(``grader.specs.boundary``). Two hostile cases: scores that fall by 8
 per key position, so that the keys just older than a row's window score up to 250 above the
 window's own (a mask applied after the max and the exponential loses the row), and scores near
 -150 (a finite mask value like -100 would beat them). Strides and half-precision inputs are
@@ -34,8 +38,15 @@ CASES = [
     *boundary.attention([*boundary.ragged(16, 16, window=15)[:2],
                          *boundary.ragged(16, 32, window=31)[:2],
                          *boundary.ragged(32, 16, window=31)[:2]], 186),
+    # Query blocks over more than two key tiles (64x16, 128x32): windows one key short of a block.
+    *boundary.attention([*boundary.ragged(64, 16, window=63)[:2],
+                         *boundary.ragged(128, 32, window=127)[:2]], 200),
+    # More queries than keys, WINDOW >= N: rows from WINDOW on still lose their oldest keys.
+    *boundary.attention(boundary.long_windows(16, 16) + boundary.long_windows(32, 16), 205),
     *boundary.attention(boundary.windows(16, 16), 192),
     *boundary.attention(boundary.windows(16, 32) + boundary.windows(32, 16), 195),
+    *boundary.attention(boundary.windows(64, 16) + boundary.windows(128, 32), 210),
+    *boundary.attention(boundary.narrow(32, 16), 217),
     Case(name="grow-blocks-16x32-w40",
          about="M=N=96, D=32, WINDOW=40, 16x32 tiles; every key block raises the row maxima",
          inputs=growing(171, 96, 96, 32, 32), block_m=16, block_n=32, causal=True, window=40),
@@ -67,15 +78,26 @@ CHECKS = [
           cases=("window-64x64-w48", "window-64x64-w33", "tile-end-64-w18", "w-gt-n-40-w64"),
           judge="output", traps=WINDOW_TRAPS),
     Check(id="window-rectangular", todo="window-mask", points=5,
-          about="M != N (top-left alignment), ragged shapes",
+          about="M != N (top-left alignment), ragged shapes, query blocks over more than two key "
+          "tiles; M > N with WINDOW >= N, where the last rows still lose their oldest keys",
           cases=("window-17x31-w15", "window-31x17-w15", "window-33x63-w31-16x32",
-                 "window-63x33-w31-16x32", "window-33x63-w31-32x16", "window-63x33-w31-32x16"),
+                 "window-63x33-w31-16x32", "window-33x63-w31-32x16", "window-63x33-w31-32x16",
+                 "window-65x127-w63-64x16", "window-127x65-w63-64x16",
+                 "window-129x255-w127-128x32", "window-255x129-w127-128x32",
+                 "window-31x17-w17", "window-31x17-w30", "window-63x33-w33-32x16",
+                 "window-63x33-w62-32x16"),
           judge="output", traps=WINDOW_TRAPS),
     Check(id="window-tiles", todo="window-mask", points=4,
-          about="Tiles of 16x32 and 32x16; key blocks that raise the running maximum",
+          about="Tiles of 16x32, 32x16, 64x16 and 128x32 (a window edge across up to five key "
+          "tiles); windows of 15 and 16 keys under 32-row blocks; key blocks that raise the "
+          "running maximum",
           cases=("window-80x80-w63-16x32", "window-80x80-w64-16x32", "window-96x96-w65-16x32",
                  "window-96x96-w63-32x16", "window-96x96-w64-32x16", "window-96x96-w49-32x16",
-                 "grow-blocks-16x32-w40"), judge="output", traps=WINDOW_TRAPS),
+                 "window-192x192-w95-64x16", "window-192x192-w96-64x16",
+                 "window-192x192-w81-64x16", "window-384x384-w191-128x32",
+                 "window-384x384-w192-128x32", "window-384x384-w161-128x32",
+                 "window-64x64-w15-32x16", "window-64x64-w16-32x16", "grow-blocks-16x32-w40"),
+          judge="output", traps=WINDOW_TRAPS),
     Check(id="window-hostile", todo="window-mask", points=3,
           about="Keys just older than a row's window scoring up to 250 above it; scores near "
           "-150", cases=("old-keys-high", "old-keys-high-16x32", "all-scores-low"),
@@ -146,6 +168,21 @@ GALLERY = [
           "starts on the key just outside that row's window goes unmasked",
           fills=_mask(f"(n0 >= (pid_m + 1) * BLOCK_M - 1 - WINDOW) | ({_IN_WINDOW})"),
           failed=["window-square", "window-rectangular", "window-tiles"], breaks="window-mask"),
+    wrong("06-mask-first-three-tiles", "the window condition only on the first three key "
+          "tiles from lo, as far as a 32-row block's window edge reaches over 16-key tiles: a "
+          "64-row block's edge crosses five",
+          fills=_mask(f"(n0 >= lo + 3 * BLOCK_N) | ({_IN_WINDOW})"),
+          failed=["window-tiles"], breaks="window-mask"),
+    wrong("06-window-skipped-when-ge-n", "the window condition skipped when WINDOW >= N, taken "
+          "for plain causal attention: with more queries than keys, rows from WINDOW on still "
+          "lose their oldest keys", fills=_mask(f"(WINDOW >= N) | ({_IN_WINDOW})"),
+          traps=["window-ignored"], failed=["window-rectangular"], breaks="window-mask"),
+    wrong("06-diagonal-tiles-unmasked", "the window condition skipped on the key tiles past the "
+          "block's first diagonal tile, as if a window held at least BLOCK_M - BLOCK_N keys: "
+          "with 32-row blocks over 16-key tiles and WINDOW = 15, the last rows see keys older "
+          "than their window",
+          fills=_mask(f"(n0 >= pid_m * BLOCK_M + BLOCK_N) | ({_IN_WINDOW})"),
+          failed=["window-tiles"], breaks="window-mask"),
     wrong("06-mask-after-exp", "the mask zeroes p after the max and exp saw every loaded key: "
           "exact on ordinary scores, lost when an older key scores 100 above the window",
           edits=[(f"        {_WHERE}\n", ""),
@@ -167,6 +204,17 @@ GALLERY = [
     right("06-mask-first-tiles", "the window condition on the tiles from lo up to BLOCK_M + "
           "BLOCK_N keys on, as far as a block's window edge reaches",
           fills=_mask(f"(n0 >= lo + BLOCK_M + BLOCK_N) | ({_IN_WINDOW})")),
+    right("06-mask-edge-tiles-counted", "the window condition on as many key tiles from lo "
+          "as a block's window edge can cross, cdiv(BLOCK_M, BLOCK_N) + 1, whatever the tiles",
+          fills=_mask(f"(n0 >= lo + (tl.cdiv(BLOCK_M, BLOCK_N) + 1) * BLOCK_N) | ({_IN_WINDOW})")),
+    right("06-window-skipped-when-ge-m", "the window condition skipped when WINDOW >= M: then "
+          "every row's window reaches key 0, and it is plain causal attention",
+          fills=_mask(f"(WINDOW >= M) | ({_IN_WINDOW})")),
+    right("06-diagonal-tiles-unmasked-when-wide", "the window condition skipped on the key "
+          "tiles past the block's first diagonal tile only when WINDOW >= BLOCK_M - BLOCK_N, "
+          "the widest key distance left there",
+          fills=_mask(f"((n0 >= pid_m * BLOCK_M + BLOCK_N) & (WINDOW >= BLOCK_M - BLOCK_N)) | "
+                      f"({_IN_WINDOW})")),
     right("06-window-as-key-bound", "the window written as a lower bound on the key's position",
           fills=_mask("offs_n[None, :] >= offs_m[:, None] - WINDOW + 1")),
     right("06-mask-in-one-where", "the window condition written straight into the where",

@@ -6,7 +6,9 @@ boundary classes of ``grader.specs.boundary.split_kv`` (cache lengths one key pa
 and a whole number of splits; lengths that leave the last splits empty, down to a single key;
 NUM_SPLITS = 1, powers of two and not, so that slots are padded; D = 16 and D not a power of two;
 four query rows per cache), and three hostile kinds beside ordinary rows: scores near +200
-(exp() overflows float32), near -150 (it underflows) and one split 100 above the rest. Partial
+(exp() overflows float32), near -150 (it underflows) and one split 100 above the rest, and 200
+above (split maxima that far apart overflow exp() measured from any point between them, their
+mean or their midpoint; only the largest maximum will do). Partial
 buffers wider than their splits (a row stride past NUM_SPLITS, NaN beyond) are read by given
 code: a 0-point note.
 """
@@ -49,6 +51,10 @@ CASES = [
     split_kv(823, 16, 6, 24, lengths=[96, 90, 70, 50, 96, 33], kind="dominant",
              name="dominant-split",
              what="on every other row one split scores 100 above the rest, not always the first"),
+    split_kv(824, 16, 4, 16, lengths=[64, 40, 25, 50, 64, 33], kind="dominant", gap=200.0,
+             name="far-apart-splits",
+             what="on every other row one split scores 200 above the rest (on one row, above the "
+             "only other split holding keys): split maxima 200 apart"),
     _STRIDED,
     Case(name="wide-buffers-plain", about="the strided case's numbers, contiguous",
          inputs=_STRIDED.inputs, params=_STRIDED.params),
@@ -57,7 +63,7 @@ CASES = [
 
 _OUT_TRAPS = (SPLIT_PARTIALS_AVERAGED, MERGE_L_NOT_RESCALED, MERGE_ACC_NOT_RESCALED)
 _LSE_TRAPS = (LSE_MISSING_MAX, LSE_BASE_2, SPLIT_PARTIALS_AVERAGED, MERGE_L_NOT_RESCALED)
-_HOSTILE = ("high-scores", "low-scores", "dominant-split")
+_HOSTILE = ("high-scores", "low-scores", "dominant-split", "far-apart-splits")
 # fmt: off
 _ORDINARY = (
     "split-4x16-d16", "split-4x32-d40", "gqa-4x16-d32", "split-3x32-d40-empty",
@@ -72,13 +78,13 @@ CHECKS = [
           about="out: splits left empty by short caches, a single key, padded slots, one split "
           "and thirteen", cases=_ORDINARY[3:], judge="output", traps=_OUT_TRAPS),
     Check(id="merge-hostile", todo="merge", points=5,
-          about="out: scores near +200 and near -150, one split 100 above the rest",
+          about="out: scores near +200 and near -150, one split 100 and 200 above the rest",
           cases=_HOSTILE, judge="output", traps=(*_OUT_TRAPS, MERGE_NO_MAX_SHIFT)),
     Check(id="lse", todo="merge", points=5,
           about="lse: every ordinary case above", cases=_ORDINARY, judge="lse",
           traps=_LSE_TRAPS),
     Check(id="lse-hostile", todo="merge", points=3,
-          about="lse: scores near +200 and near -150, one split 100 above the rest",
+          about="lse: scores near +200 and near -150, one split 100 and 200 above the rest",
           cases=_HOSTILE, judge="lse", traps=(*_LSE_TRAPS, MERGE_NO_MAX_SHIFT)),
     Check(id="strided-partials", todo=None, points=0,
           about="Note on given code: partial buffers wider than their splits (row strides past "
@@ -135,6 +141,13 @@ GALLERY = [
           "underflow to 0 / 0, as without the maximum",
           fills=_merge(m="m = tl.maximum(tl.max(m_j), 0.0)"), traps=["merge-no-max-shift"],
           failed=["merge-hostile", "lse-hostile"], breaks="merge"),
+    wrong("08-mean-reference", "the weights measured from the mean of the filled splits' "
+          "maxima, a point between them: no exp() leaves float32's range while the maxima lie "
+          "100 apart, but at 200 the largest split's weight overflows",
+          fills=_merge(m="m = tl.sum(tl.where(l_j > 0, m_j, 0.0)) / "
+                         "tl.sum((l_j > 0).to(tl.float32))"),
+          traps=["merge-no-max-shift"], failed=["merge-hostile", "lse-hostile"],
+          expect={"passed": ("merge-splits", "merge-empty-splits", "lse")}, breaks="merge"),
     wrong("08-lse-form-0-over-0", "merged in log-sum-exp form, each split normalized first: an "
           "empty split's acc_j / l_j is 0 / 0, and 0 * NaN is NaN",
           fills={"merge": "lse_j = m_j + tl.log(l_j)\nm = tl.max(lse_j)\n"
@@ -155,6 +168,9 @@ GALLERY = [
           fills={"merge": "LOG2E = 1.4426950408889634\nm2 = tl.max(m_j) * LOG2E\n"
                  "w = tl.exp2(m_j * LOG2E - m2)\nL = tl.sum(w * l_j)\n" + _OUT
                  + "\nlse = (m2 + tl.log2(L)) / LOG2E"}),
+    right("08-from-largest-lse", "the weights measured from the largest split's own "
+          "log-sum-exp m_j + ln l_j, not from the largest m_j: every exponent is still <= 0, "
+          "however far apart the maxima", fills=_merge(m="m = tl.max(m_j + tl.log(l_j))")),
     right("08-pairwise-loop", "a loop over the splits, merging them pairwise as 01 merges key "
           "tiles (split 0 always holds keys)",
           fills={"merge": """\

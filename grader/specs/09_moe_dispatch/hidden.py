@@ -12,7 +12,8 @@ pair counts one short of, a whole number of and one past the blocks (K = 1 and K
 gives even counts only, two short and two past), E = 8, 9 (2^3 + 1), 16 and 60 (a padded
 histogram), experts with no pair (the last one among them), one expert taking half the tokens
 (and every token, at choice 0), an expert routed exactly CAPACITY pairs beside one routed one
-more, CAPACITY = 1, CAPACITY = M with an expert routed every token, the first dropped pair on a
+more, CAPACITY = 0 (the contract's least: every pair dropped, no row filled), CAPACITY = 1,
+CAPACITY = M with an expert routed every token, the first dropped pair on a
 block's first pair (the carry equal to CAPACITY there), the hottest expert the last one (its
 extra pairs would land past the last row filled).
 """
@@ -86,6 +87,8 @@ CASES = [
           routing(922, 30, 8), 8, 1),
     _case("cap-m", "24 tokens x 2 over E=8, CAPACITY=24=M: expert 5 routed every token, exactly "
           "its capacity", routing(923, 24, 8, hot=5, share=1.0), 8, 24),
+    _case("cap-0", "30 tokens x 2 over E=8, CAPACITY=0: every pair dropped, no row of the "
+          "grouped buffer filled", routing(926, 30, 8), 8, 0),
     _case("cap-block-edge", "40 tokens x 2 over E=8, CAPACITY=16: every token's first choice is "
           "expert 4, whose first dropped pair is the first pair of the third 16-pair block",
           routing(924, 40, 8, hot=4, share=1.0, first=True), 8, 16),
@@ -130,7 +133,8 @@ CHECKS = [
           traps=CAPACITY_TRAPS),
     Check(id="capacity-exact", todo="capacity-drop", points=7, requires="dest-slot",
           about="An expert routed exactly CAPACITY pairs beside one routed one more; CAPACITY = "
-          "1; CAPACITY = M", cases=("cap-exact", "cap-1", "cap-m"), judge="dispatch-capacity",
+          "1; CAPACITY = M; CAPACITY = 0, every pair dropped",
+          cases=("cap-exact", "cap-1", "cap-m", "cap-0"), judge="dispatch-capacity",
           traps=CAPACITY_TRAPS),
     Check(id="capacity-block-edge", todo="capacity-drop", points=5, requires="dest-slot",
           about="The first dropped pair on a block's first pair (16- and 32-pair blocks)",
@@ -220,6 +224,11 @@ GALLERY = [
     wrong("09-capacity-minus-one", "rank < CAPACITY - 1: one pair too few",
           fills=_keep("hit & (rank < CAPACITY - 1)"), traps=["capacity-off-by-one"],
           breaks="capacity-drop"),
+    wrong("09-capacity-at-least-one", "the capacity taken as at least 1 (tl.maximum(CAPACITY, "
+          "1)): right for every CAPACITY >= 1, but with CAPACITY = 0 each expert still keeps its "
+          "first pair, every one of them on row 0",
+          fills=_keep("hit & (rank < tl.maximum(CAPACITY, 1))"), traps=["capacity-off-by-one"],
+          failed=["capacity-exact"], breaks="capacity-drop"),
     wrong("09-capacity-by-row", "the row, not the rank, compared with CAPACITY: only expert 0 is "
           "capped right", fills=_keep("hit & (offset + rank < CAPACITY)"),
           failed=["capacity-skewed", "capacity-exact", "capacity-block-edge", "capacity-ragged"],
@@ -253,6 +262,9 @@ GALLERY = [
           fills=_keep("hit & (rank < count)")),
     right("09-capacity-by-count-from-one", "the pair's rank counted from 1, at most CAPACITY",
           fills=_keep("hit & (rank + 1 <= CAPACITY)")),
+    right("09-capacity-le-minus-one", "rank <= CAPACITY - 1, the inclusive bound: with "
+          "CAPACITY = 0 it is rank <= -1, and every pair drops",
+          fills=_keep("hit & (rank <= CAPACITY - 1)")),
     right("09-capacity-by-where", "keep written with tl.where", fills=_keep(
           "tl.where(rank < CAPACITY, hit, False)")),
     right("09-written-apart", "a dispatch kernel written apart from the skeleton: counts by "
