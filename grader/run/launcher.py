@@ -21,7 +21,9 @@ Otherwise it runs the submission:
 2. **Import**. Everything the grader launches with is imported and bound first, and
    fingerprinted: a file that changes the grader's modules or Triton's launch machinery fails.
 3. **Launch** every case (a pinned tile configuration, or each configuration the file's own
-   autotuner could pick on a GPU), and save each output with its unwritten mask.
+   autotuner could pick on a GPU), and save each output with its unwritten mask. In the
+   interpreter, launch each case again with the grid's programs in reverse order
+   (``grader.run.order``): a GPU runs them in any order, at once.
 4. **Time** the performance track's shapes (GPU only).
 
 Nothing here compares anything: a submission that patches torch or numpy only fools itself.
@@ -40,6 +42,8 @@ import sys
 import threading
 import time
 import traceback
+
+from grader.run import order
 
 GPU_TARGET = ("cuda", 90, 32)  # what the course grades on: an sm_90 GPU (H100, H200)
 
@@ -218,6 +222,7 @@ def _guarded_modules() -> list:
     guarded = [
         sys.modules[__name__],
         errors,
+        order,
         timing,
         catalogue,
         host,
@@ -234,6 +239,7 @@ def _guarded_modules() -> list:
         interpreter,
         interpreter.InterpretedFunction,
         interpreter.GridExecutor,
+        interpreter.InterpreterBuilder,  # its set_grid_idx orders the programs (order.install)
         torch,
         torch.Tensor,
         np,
@@ -605,6 +611,45 @@ def _runs(case, configs: dict, interpreter: bool) -> list[dict | None]:
     return runs
 
 
+def run_reversed(fd: int, job: dict, interface, torch, kernel, ran: list) -> list[str]:
+    """In the interpreter, launch each case that ran (``ran``: its configuration and natural
+    outputs) again with the grid's programs in reverse order (``grader.run.order``). A run
+    whose outputs differ is sent as one more record of its case, labelled so, for the judge;
+    one that raises, as the case's error. Returns the cases whose outputs depended on the order.
+    The picture's probe (``__probe__``), judged by no check, is not run again."""
+    from grader.judge import errors
+    from kata import interfaces, runtime
+
+    depended = []
+    for case, config, natural in ran:
+        if case.name.startswith("__"):
+            continue
+        label = order.label(config_label(config))
+        send(fd, "reversing", name=case.name, config=label)
+        try:
+            with order.reversed_programs():
+                outputs = interface.launch(torch, Pinned(kernel, config), case, runtime.DEVICE)
+                arrays = _arrays(torch, interfaces, outputs)
+        except BaseException as exc:
+            send(
+                fd,
+                "case-error",
+                name=case.name,
+                config=label,
+                fatal=False,
+                message=f"{errors.explain(exc, job['file'])} ({order.WHY})",
+                trace=traceback.format_exc()[-4000:],
+            )
+            depended.append(case.name)
+            continue
+        if order.same(natural, arrays):
+            send(fd, "reversed", name=case.name)
+            continue
+        send(fd, "case", arrays, name=case.name, config=label)
+        depended.append(case.name)
+    return list(dict.fromkeys(depended))
+
+
 def compile_only(fd: int, job: dict) -> int:
     """``--compile``: import the file for the compiler and compile every launch of the cases."""
     from kata import runtime
@@ -656,6 +701,8 @@ def main(fd: int, job: dict) -> int:
 
     watchdog(fd, job)
     watch = Watch(runtime.INTERPRETER)
+    if runtime.INTERPRETER:
+        order.install()  # before the fingerprint below, and before the file is imported
     interface = interfaces.get(job["interface"])
     exercise = catalogue.find(job["stem"])
     file = job["file"]
@@ -691,6 +738,7 @@ def main(fd: int, job: dict) -> int:
     if runtime.DEVICE == "cuda":
         warm_up(kernel, interface, torch, job["cases"], configs)
     refused = {(name, label): message for name, label, message in job.get("refused", [])}
+    ran = []  # (case, configuration, outputs) of each run that ended well, for the reversed runs
     # Correctness launches share the GPU with other exercises' launches, never with a timing.
     with timing.gpu_shared() if runtime.DEVICE == "cuda" else contextlib.nullcontext():
         for case in job["cases"]:
@@ -735,8 +783,15 @@ def main(fd: int, job: dict) -> int:
                         break
                     continue
                 send(fd, "case", arrays, name=case.name, config=label)
+                ran.append((case, config, arrays))
             if fatal:
                 break
+    # After every case's natural run, so that a reversed run that crashes or hangs costs only
+    # its own case (the runner reads the "reversing" record it left).
+    if runtime.INTERPRETER:
+        depended = run_reversed(fd, job, interface, torch, kernel, ran)
+        if depended:
+            status["warnings"].append(order.warning(depended))
     touched = changed(before, fingerprint(guarded))
     if touched:
         status["error"] = tampered(touched)

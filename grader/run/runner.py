@@ -29,7 +29,7 @@ from pathlib import Path
 from grader import specs
 from grader.judge import details
 from grader.report.records import CheckResult, ExerciseResult
-from grader.run import discover, launcher, process, screen, timing
+from grader.run import discover, launcher, order, process, screen, timing
 from grader.specs.model import Case, Output
 from kata import skeletons
 from kata.catalogue import Exercise
@@ -190,9 +190,14 @@ def launch(
     left = None if timeout is None else max(timeout - result.seconds, 1.0)
     records, done = _child(job, backend, left)
     result.output, result.seconds = done.output, round(result.seconds + done.seconds, 2)
+    reversing = None  # the case whose reversed run (grader.run.order) has not ended yet
     for fields, arrays in records:
         kind = fields.pop("kind")
-        if kind == "case":
+        if kind in ("case", "case-error", "reversed"):
+            reversing = None
+        if kind == "reversing":
+            reversing = fields
+        elif kind == "case":
             result.outputs.setdefault(fields["name"], []).append((fields["config"], arrays))
         elif kind == "case-error":
             shown = f" with {fields['config']}" if fields.get("config") else ""
@@ -208,6 +213,11 @@ def launch(
         elif kind == "where":
             result.where = fields
     stopped = stopped_message(done, timeout, result.where, spec, text)
+    if stopped and reversing is not None:  # it ended in a reversed run: that case failed
+        case = spec.cases.get(reversing["name"]) or probe
+        result.errors.setdefault(reversing["name"], []).append(
+            f"case {case.name} ({case.about}) with {reversing['config']}: {order.crashed(stopped)}"
+        )
     if result.status is None:
         result.error = f"the submission's process {stopped or EXITED_AT_IMPORT}"
     elif result.status.get("error"):
