@@ -95,3 +95,17 @@ def test_a_run_is_named_by_its_tiles_and_its_order():
     assert checking._ran_with(order.label("BLOCK=16")) == (
         " (tiles: BLOCK=16; programs in reverse order)"
     )
+
+
+def test_a_reversed_run_that_kills_the_launcher_fails_its_case_and_says_why(tmp_path):
+    """09's gallery row: the offset read from the previous expert's program. Run last first,
+    program E-1 reads rows never written and stores far outside token_of_slot: the launcher
+    dies in its reversed run, after every natural run passed."""
+    spec = specs.load(DISPATCH)
+    variant = next(v for v in spec.gallery if v.name == "09-offset-read-from-e-1")
+    (tmp_path / catalogue.find(DISPATCH).filename).write_text(gallery.source(variant, spec))
+    result = runner.grade_exercise(catalogue.find(DISPATCH), tmp_path, "interpreter", timed=False)
+    assert result.score < result.max_score
+    failed = [c for c in result.checks if c.status != "passed"]
+    assert failed and all(order.REVERSED in c.message for c in failed)
+    assert any(order.WHY in c.message for c in failed)
