@@ -5,12 +5,13 @@ Graded through the launcher, in the interpreter only: on a GPU the programs' ord
 """
 
 import dataclasses
+import types
 
 import pytest
 
 from grader import specs
 from grader.judge import checking
-from grader.run import order, runner
+from grader.run import launcher, order, runner
 from grader.validate import gallery
 from kata import catalogue, runtime, skeletons
 
@@ -109,3 +110,49 @@ def test_a_reversed_run_that_kills_the_launcher_fails_its_case_and_says_why(tmp_
     failed = [c for c in result.checks if c.status != "passed"]
     assert failed and all(order.REVERSED in c.message for c in failed)
     assert any(order.WHY in c.message for c in failed)
+
+
+# ---- forbidden operations, judged on what was compiled -----------------------------------------
+
+
+def test_an_atomic_in_09_is_refused_on_its_compiled_ir(tmp_path):
+    """09's atomic counter, past the text screen (``screened=False``, as a file that hid the
+    name from it would be): the compile gate finds ``tt.atomic_rmw`` in its TTIR and refuses
+    every launch with the rule's words, before anything runs in the interpreter (where the
+    counter would hand out rows in order and pass)."""
+    spec = specs.load(DISPATCH)
+    variant = next(v for v in spec.gallery if v.name == "09-atomic-counter")
+    (tmp_path / catalogue.find(DISPATCH).filename).write_text(gallery.source(variant, spec))
+    result = runner.grade_exercise(
+        catalogue.find(DISPATCH), tmp_path, "interpreter", timed=False, screened=False
+    )
+    assert result.score == 0
+    (rule,) = spec.forbidden
+    assert "tt.atomic_rmw" in result.error
+    assert rule.trap in result.error and rule.why in result.error
+    assert result.compiled["refused"] > 0
+
+
+def test_forbidden_ops_reads_the_ops_of_the_ttir():
+    (rule,) = specs.load(DISPATCH).forbidden
+    rmw = "%r = tt.atomic_rmw add, acq_rel, gpu, %p, %v, %m : (tensor<16x!tt.ptr<i32>>, ...)"
+    cas = "%old = tt.atomic_cas acq_rel, gpu, %p, %c, %v : (!tt.ptr<i32>, i32, i32) -> i32"
+    assert "`tt.atomic_rmw`" in launcher.forbidden_ops(rmw, [rule])
+    assert "`tt.atomic_cas`" in launcher.forbidden_ops(cas, [rule])
+    plain = '%x = tt.load %p : tensor<16x!tt.ptr<i32>> loc("atomic_counter.py":3:1)'
+    assert launcher.forbidden_ops(plain, [rule]) is None
+    assert launcher.forbidden_ops(rmw, []) is None
+
+
+def test_on_a_gpu_the_compiled_kernels_ttir_is_read():
+    """``forbidden_compiled`` walks what Triton keeps of a JITFunction's compiled kernels
+    (``device_caches``: device -> (kernels by key, ...)); a stand-in here, no GPU needed."""
+    (rule,) = specs.load(DISPATCH).forbidden
+
+    def kernel(ttir):
+        compiled = types.SimpleNamespace(asm={"ttir": ttir})
+        return types.SimpleNamespace(device_caches={0: ({"key": compiled}, {}, None, None, None)})
+
+    found = launcher.forbidden_compiled(kernel("%r = tt.atomic_rmw add, %p"), [rule])
+    assert "`tt.atomic_rmw`" in found and rule.trap in found
+    assert launcher.forbidden_compiled(kernel("%x = tt.load %p"), [rule]) is None

@@ -37,6 +37,7 @@ import io
 import json
 import os
 import pickle
+import re
 import struct
 import sys
 import threading
@@ -394,12 +395,13 @@ class Recorder:
 # ---- 1. compile ------------------------------------------------------------------------------
 
 
-def _compile_one(inner, args: tuple, kwargs: dict, target, full: bool) -> None:
+def _compile_one(inner, args: tuple, kwargs: dict, target, full: bool) -> str:
     """Compile one launch of ``inner`` (a JITFunction) for ``target``, as JITFunction.run would
     before launching it, but for a GPU this machine need not have: through Triton's front end
     and its GPU dialect (TTGIR: language errors, tl.dot's shapes, layouts), and with ``full``
     on through LLVM and ptxas to the cubin. A launch that passed before is not compiled again
-    (Triton's cache, keyed by the kernel's source and the launch's types and constants)."""
+    (Triton's cache, keyed by the kernel's source and the launch's types and constants).
+    Returns the launch's TTIR (``forbidden_ops`` reads it)."""
     import hashlib
 
     import triton
@@ -417,13 +419,14 @@ def _compile_one(inner, args: tuple, kwargs: dict, target, full: bool) -> None:
     )
     src = ASTSource(inner, signature, constexprs, attrs)
     if full:
-        triton.compile(src, target=target, options=options.__dict__)
-        return
+        return triton.compile(src, target=target, options=options.__dict__).asm["ttir"]
     env = get_cache_invalidating_env_vars()
     key = get_cache_key(src, backend, options, env_vars=env) + "-kata-ttgir"
     cache = get_cache_manager(hashlib.sha256(key.encode()).hexdigest())
-    if cache.get_file("ttgir.ok"):
-        return
+    passed, kept = cache.get_file("ttgir.ok"), cache.get_file("kernel.ttir")
+    if passed and kept:
+        with open(kept) as f:
+            return f.read()
     context = ir.context()
     ir.load_dialects(context)
     backend.load_dialects(context)
@@ -437,9 +440,47 @@ def _compile_one(inner, args: tuple, kwargs: dict, target, full: bool) -> None:
         context,
     )
     metadata = {"hash": key, "target": target, **options.__dict__, **env}
-    for ext in ("ttir", "ttgir"):
-        module = stages[ext](module, metadata)
+    module = stages["ttir"](module, metadata)
+    ttir = str(module)
+    stages["ttgir"](module, metadata)
+    cache.put(ttir, "kernel.ttir", binary=False)
     cache.put("ok", "ttgir.ok", binary=False)
+    return ttir
+
+
+def forbidden_ops(ttir: str, forbidden) -> str | None:
+    """Why a compiled launch is refused, or None: its TTIR holds an op one of the exercise's
+    ``Forbidden`` rules (``grader.specs.model``, sent in the job) names, ``tt.`` and the rule's
+    prefix: ``atomic_`` refuses ``tt.atomic_rmw`` (what tl.atomic_add, _max, _xchg, ...
+    compile to) and ``tt.atomic_cas``. The text screen (``grader.run.screen``) reads the file;
+    this reads what was compiled, however the file reached it."""
+    for rule in forbidden or ():
+        found = re.search(r"\btt\." + re.escape(rule.prefix) + r"\w*", ttir)
+        if found:
+            return (
+                f"the compiled kernel holds `{found.group()}`, an op of Triton's "
+                f"tl.{rule.prefix}* functions, which are not allowed in this exercise (the trap "
+                f"{rule.trap}): {rule.why}"
+            )
+    return None
+
+
+def forbidden_compiled(kernel, forbidden) -> str | None:
+    """On a GPU (no compile gate): ``forbidden_ops`` on every kernel Triton has compiled for
+    ``kernel`` so far (its ``.asm["ttir"]``), or None."""
+    if not forbidden:
+        return None
+    inner = _layers(kernel)[2]
+    # Triton 3.2 on: device -> (kernels by key, ...); before: ``cache``, device -> kernels by key.
+    caches = [entry[0] for entry in list(getattr(inner, "device_caches", {}).values())]
+    caches += [entry for entry in getattr(inner, "cache", {}).values() if isinstance(entry, dict)]
+    for cache in caches:
+        for compiled in list(cache.values()):
+            asm = getattr(compiled, "asm", None) or {}
+            found = forbidden_ops(asm.get("ttir") or asm.get("ttgir") or "", forbidden)
+            if found:
+                return found
+    return None
 
 
 def compile_for_gpu(job: dict, interface, torch, module) -> dict:
@@ -474,8 +515,8 @@ def compile_for_gpu(job: dict, interface, torch, module) -> dict:
                 key = _signature_key(args, launch)
                 if key not in verdicts:
                     try:
-                        _compile_one(inner, args, launch, target, full=not verdicts)
-                        verdicts[key] = None
+                        ttir = _compile_one(inner, args, launch, target, full=not verdicts)
+                        verdicts[key] = forbidden_ops(ttir, job.get("forbidden"))
                     except Exception as exc:
                         verdicts[key] = errors.explain(exc, job["file"])
                     found["launches"] += 1
@@ -737,6 +778,12 @@ def main(fd: int, job: dict) -> int:
             configs[case.name] = own_configs(kernel, args, kwargs)
     if runtime.DEVICE == "cuda":
         warm_up(kernel, interface, torch, job["cases"], configs)
+        # No compile gate on a GPU: what the warm-up compiled is judged before anything runs.
+        status["error"] = forbidden_compiled(kernel, job.get("forbidden"))
+        if status["error"]:
+            status["loaded"] = False
+            send(fd, "status", **status)
+            return 0
     refused = {(name, label): message for name, label, message in job.get("refused", [])}
     ran = []  # (case, configuration, outputs) of each run that ended well, for the reversed runs
     # Correctness launches share the GPU with other exercises' launches, never with a timing.
@@ -795,6 +842,8 @@ def main(fd: int, job: dict) -> int:
     touched = changed(before, fingerprint(guarded))
     if touched:
         status["error"] = tampered(touched)
+    elif runtime.DEVICE == "cuda":  # kernels compiled at their launch (past the warm-up)
+        status["error"] = forbidden_compiled(kernel, job.get("forbidden"))
     small = sorted(k for k in watch.dot_k if k < runtime.MIN_DOT_BLOCK)
     if small:
         status["warnings"].append(
@@ -802,7 +851,7 @@ def main(fd: int, job: dict) -> int:
             f"interpreter, but a compiled tl.dot needs K >= {runtime.MIN_DOT_BLOCK} (Triton 3.6, H200)"
         )
     send(fd, "status", **status)
-    if job.get("timing") and runtime.DEVICE == "cuda" and not touched:
+    if job.get("timing") and runtime.DEVICE == "cuda" and not status["error"]:
         watch.remove()  # after the tampering check, which compares Triton's methods with these
         try:
             result = timing.measure(

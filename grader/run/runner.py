@@ -114,6 +114,8 @@ def _job(spec: specs.Spec, text: str, file: Path, cases: list[Case], **extra) ->
         "file": str(file),
         "text": text,
         "cases": cases,
+        # What the exercise forbids, judged on the compiled kernel too (launcher.forbidden_ops).
+        "forbidden": list(spec.forbidden),
         **extra,
     }
 
