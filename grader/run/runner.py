@@ -29,7 +29,7 @@ from pathlib import Path
 from grader import specs
 from grader.judge import details
 from grader.report.records import CheckResult, ExerciseResult
-from grader.run import discover, launcher, order, process, screen, timing
+from grader.run import discover, launcher, process, screen, timing
 from grader.specs.model import Case, Output
 from kata import skeletons
 from kata.catalogue import Exercise
@@ -216,6 +216,8 @@ def launch(
             result.where = fields
     stopped = stopped_message(done, timeout, result.where, spec, text)
     if stopped and reversing is not None:  # it ended in a reversed run: that case failed
+        from grader.run import order
+
         case = spec.cases.get(reversing["name"]) or probe
         result.errors.setdefault(reversing["name"], []).append(
             f"case {case.name} ({case.about}) with {reversing['config']}: {order.crashed(stopped)}"
