@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.judge import compare, details, judges
+from grader.run import order
 from grader.specs.model import Case, Check, Output, Trap
 
 
@@ -191,6 +192,17 @@ def _says_something(got: Output) -> bool:
     return not floats or any(np.isfinite(v).any() for v in floats)
 
 
+def _ran_with(label: str | None) -> str:
+    """How a run is named after its case: its tiles, and the order of its programs when they
+    ran in reverse (``grader.run.order``)."""
+    if not label:
+        return ""
+    if label == order.REVERSED:
+        return f" ({order.REVERSED})"
+    tiles = label.removesuffix(f", {order.REVERSED}")
+    return f" (tiles: {tiles}; {order.REVERSED})" if tiles != label else f" (tiles: {label})"
+
+
 def _judge(check: Check, spec, submission) -> None:
     judge = judges.make(check.judge, spec.interface)
     cases = [spec.cases[name] for name in check.cases]
@@ -200,7 +212,7 @@ def _judge(check: Check, spec, submission) -> None:
     # Lazily: a case that crashed ends the check only once the cases before it were judged.
     runs = ((case, label, got) for case in cases for label, got in submission.outputs(case.name))
     for case, label, got in runs:
-        about = case.about + (f" (tiles: {label})" if label else "")
+        about = case.about + _ran_with(label)
         try:
             if isinstance(judge, judges.TwinJudge):
                 evidence = judge.evidence(case, got, submission.output(case.twin))

@@ -21,7 +21,9 @@ Otherwise it runs the submission:
 2. **Import**. Everything the grader launches with is imported and bound first, and
    fingerprinted: a file that changes the grader's modules or Triton's launch machinery fails.
 3. **Launch** every case (a pinned tile configuration, or each configuration the file's own
-   autotuner could pick on a GPU), and save each output with its unwritten mask.
+   autotuner could pick on a GPU), and save each output with its unwritten mask. In the
+   interpreter, launch each case again with the grid's programs in reverse order
+   (``grader.run.order``): a GPU runs them in any order, at once.
 4. **Time** the performance track's shapes (GPU only).
 
 Nothing here compares anything: a submission that patches torch or numpy only fools itself.
@@ -35,11 +37,14 @@ import io
 import json
 import os
 import pickle
+import re
 import struct
 import sys
 import threading
 import time
 import traceback
+
+from grader.run import order
 
 GPU_TARGET = ("cuda", 90, 32)  # what the course grades on: an sm_90 GPU (H100, H200)
 
@@ -220,6 +225,7 @@ def _guarded_modules() -> list:
     guarded = [
         sys.modules[__name__],
         errors,
+        order,
         timing,
         catalogue,
         host,
@@ -236,6 +242,7 @@ def _guarded_modules() -> list:
         interpreter,
         interpreter.InterpretedFunction,
         interpreter.GridExecutor,
+        interpreter.InterpreterBuilder,  # its set_grid_idx orders the programs (order.install)
         torch,
         torch.Tensor,
         np,
@@ -390,12 +397,13 @@ class Recorder:
 # ---- 1. compile ------------------------------------------------------------------------------
 
 
-def _compile_one(inner, args: tuple, kwargs: dict, target, full: bool) -> None:
+def _compile_one(inner, args: tuple, kwargs: dict, target, full: bool) -> str:
     """Compile one launch of ``inner`` (a JITFunction) for ``target``, as JITFunction.run would
     before launching it, but for a GPU this machine need not have: through Triton's front end
     and its GPU dialect (TTGIR: language errors, tl.dot's shapes, layouts), and with ``full``
     on through LLVM and ptxas to the cubin. A launch that passed before is not compiled again
-    (Triton's cache, keyed by the kernel's source and the launch's types and constants)."""
+    (Triton's cache, keyed by the kernel's source and the launch's types and constants).
+    Returns the launch's TTIR (``forbidden_ops`` reads it)."""
     import hashlib
 
     import triton
@@ -413,13 +421,14 @@ def _compile_one(inner, args: tuple, kwargs: dict, target, full: bool) -> None:
     )
     src = ASTSource(inner, signature, constexprs, attrs)
     if full:
-        triton.compile(src, target=target, options=options.__dict__)
-        return
+        return triton.compile(src, target=target, options=options.__dict__).asm["ttir"]
     env = get_cache_invalidating_env_vars()
     key = get_cache_key(src, backend, options, env_vars=env) + "-kata-ttgir"
     cache = get_cache_manager(hashlib.sha256(key.encode()).hexdigest())
-    if cache.get_file("ttgir.ok"):
-        return
+    passed, kept = cache.get_file("ttgir.ok"), cache.get_file("kernel.ttir")
+    if passed and kept:
+        with open(kept) as f:
+            return f.read()
     context = ir.context()
     ir.load_dialects(context)
     backend.load_dialects(context)
@@ -433,9 +442,47 @@ def _compile_one(inner, args: tuple, kwargs: dict, target, full: bool) -> None:
         context,
     )
     metadata = {"hash": key, "target": target, **options.__dict__, **env}
-    for ext in ("ttir", "ttgir"):
-        module = stages[ext](module, metadata)
+    module = stages["ttir"](module, metadata)
+    ttir = str(module)
+    stages["ttgir"](module, metadata)
+    cache.put(ttir, "kernel.ttir", binary=False)
     cache.put("ok", "ttgir.ok", binary=False)
+    return ttir
+
+
+def forbidden_ops(ttir: str, forbidden) -> str | None:
+    """Why a compiled launch is refused, or None: its TTIR holds an op one of the exercise's
+    ``Forbidden`` rules (``grader.specs.model``, sent in the job) names, ``tt.`` and the rule's
+    prefix: ``atomic_`` refuses ``tt.atomic_rmw`` (what tl.atomic_add, _max, _xchg, ...
+    compile to) and ``tt.atomic_cas``. The text screen (``grader.run.screen``) reads the file;
+    this reads what was compiled, however the file reached it."""
+    for rule in forbidden or ():
+        found = re.search(r"\btt\." + re.escape(rule.prefix) + r"\w*", ttir)
+        if found:
+            return (
+                f"the compiled kernel holds `{found.group()}`, an op of Triton's "
+                f"tl.{rule.prefix}* functions, which are not allowed in this exercise (the trap "
+                f"{rule.trap}): {rule.why}"
+            )
+    return None
+
+
+def forbidden_compiled(kernel, forbidden) -> str | None:
+    """On a GPU (no compile gate): ``forbidden_ops`` on every kernel Triton has compiled for
+    ``kernel`` so far (its ``.asm["ttir"]``), or None."""
+    if not forbidden:
+        return None
+    inner = _layers(kernel)[2]
+    # Triton 3.2 on: device -> (kernels by key, ...); before: ``cache``, device -> kernels by key.
+    caches = [entry[0] for entry in list(getattr(inner, "device_caches", {}).values())]
+    caches += [entry for entry in getattr(inner, "cache", {}).values() if isinstance(entry, dict)]
+    for cache in caches:
+        for compiled in list(cache.values()):
+            asm = getattr(compiled, "asm", None) or {}
+            found = forbidden_ops(asm.get("ttir") or asm.get("ttgir") or "", forbidden)
+            if found:
+                return found
+    return None
 
 
 def compile_for_gpu(job: dict, interface, torch, module) -> dict:
@@ -470,8 +517,8 @@ def compile_for_gpu(job: dict, interface, torch, module) -> dict:
                 key = _signature_key(args, launch)
                 if key not in verdicts:
                     try:
-                        _compile_one(inner, args, launch, target, full=not verdicts)
-                        verdicts[key] = None
+                        ttir = _compile_one(inner, args, launch, target, full=not verdicts)
+                        verdicts[key] = forbidden_ops(ttir, job.get("forbidden"))
                     except Exception as exc:
                         verdicts[key] = errors.explain(exc, job["file"])
                     found["launches"] += 1
@@ -607,6 +654,45 @@ def _runs(case, configs: dict, interpreter: bool) -> list[dict | None]:
     return runs
 
 
+def run_reversed(fd: int, job: dict, interface, torch, kernel, ran: list) -> list[str]:
+    """In the interpreter, launch each case that ran (``ran``: its configuration and natural
+    outputs) again with the grid's programs in reverse order (``grader.run.order``). A run
+    whose outputs differ is sent as one more record of its case, labelled so, for the judge;
+    one that raises, as the case's error. Returns the cases whose outputs depended on the order.
+    The picture's probe (``__probe__``), judged by no check, is not run again."""
+    from grader.judge import errors
+    from kata import interfaces, runtime
+
+    depended = []
+    for case, config, natural in ran:
+        if case.name.startswith("__"):
+            continue
+        label = order.label(config_label(config))
+        send(fd, "reversing", name=case.name, config=label)
+        try:
+            with order.reversed_programs():
+                outputs = interface.launch(torch, Pinned(kernel, config), case, runtime.DEVICE)
+                arrays = _arrays(torch, interfaces, outputs)
+        except BaseException as exc:
+            send(
+                fd,
+                "case-error",
+                name=case.name,
+                config=label,
+                fatal=False,
+                message=f"{errors.explain(exc, job['file'])} ({order.WHY})",
+                trace=traceback.format_exc()[-4000:],
+            )
+            depended.append(case.name)
+            continue
+        if order.same(natural, arrays):
+            send(fd, "reversed", name=case.name)
+            continue
+        send(fd, "case", arrays, name=case.name, config=label)
+        depended.append(case.name)
+    return list(dict.fromkeys(depended))
+
+
 def compile_only(fd: int, job: dict) -> int:
     """``--compile``: import the file for the compiler and compile every launch of the cases."""
     from kata import runtime
@@ -660,6 +746,8 @@ def main(fd: int, job: dict) -> int:
     errors.use_lines(job.get("lines"))
     watchdog(fd, job)
     watch = Watch(runtime.INTERPRETER)
+    if runtime.INTERPRETER:
+        order.install()  # before the fingerprint below, and before the file is imported
     interface = interfaces.get(job["interface"])
     exercise = catalogue.find(job["stem"])
     file = job["file"]
@@ -694,7 +782,14 @@ def main(fd: int, job: dict) -> int:
             configs[case.name] = own_configs(kernel, args, kwargs)
     if runtime.DEVICE == "cuda":
         warm_up(kernel, interface, torch, job["cases"], configs)
+        # No compile gate on a GPU: what the warm-up compiled is judged before anything runs.
+        status["error"] = forbidden_compiled(kernel, job.get("forbidden"))
+        if status["error"]:
+            status["loaded"] = False
+            send(fd, "status", **status)
+            return 0
     refused = {(name, label): message for name, label, message in job.get("refused", [])}
+    ran = []  # (case, configuration, outputs) of each run that ended well, for the reversed runs
     # Correctness launches share the GPU with other exercises' launches, never with a timing.
     with timing.gpu_shared() if runtime.DEVICE == "cuda" else contextlib.nullcontext():
         for case in job["cases"]:
@@ -739,11 +834,20 @@ def main(fd: int, job: dict) -> int:
                         break
                     continue
                 send(fd, "case", arrays, name=case.name, config=label)
+                ran.append((case, config, arrays))
             if fatal:
                 break
+    # After every case's natural run, so that a reversed run that crashes or hangs costs only
+    # its own case (the runner reads the "reversing" record it left).
+    if runtime.INTERPRETER:
+        depended = run_reversed(fd, job, interface, torch, kernel, ran)
+        if depended:
+            status["warnings"].append(order.warning(depended))
     touched = changed(before, fingerprint(guarded))
     if touched:
         status["error"] = tampered(touched)
+    elif runtime.DEVICE == "cuda":  # kernels compiled at their launch (past the warm-up)
+        status["error"] = forbidden_compiled(kernel, job.get("forbidden"))
     small = sorted(k for k in watch.dot_k if k < runtime.MIN_DOT_BLOCK)
     if small:
         status["warnings"].append(
@@ -751,7 +855,7 @@ def main(fd: int, job: dict) -> int:
             f"interpreter, but a compiled tl.dot needs K >= {runtime.MIN_DOT_BLOCK} (Triton 3.6, H200)"
         )
     send(fd, "status", **status)
-    if job.get("timing") and runtime.DEVICE == "cuda" and not touched:
+    if job.get("timing") and runtime.DEVICE == "cuda" and not status["error"]:
         watch.remove()  # after the tampering check, which compares Triton's methods with these
         try:
             result = timing.measure(

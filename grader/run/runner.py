@@ -116,6 +116,8 @@ def _job(spec: specs.Spec, text: str, file: Path, cases: list[Case], **extra) ->
         "file": str(file),
         "text": text,
         "cases": cases,
+        # What the exercise forbids, judged on the compiled kernel too (launcher.forbidden_ops).
+        "forbidden": list(spec.forbidden),
         **extra,
     }
 
@@ -199,9 +201,14 @@ def launch(
     left = None if timeout is None else max(timeout - result.seconds, 1.0)
     records, done = _child(job, backend, left)
     result.output, result.seconds = done.output, round(result.seconds + done.seconds, 2)
+    reversing = None  # the case whose reversed run (grader.run.order) has not ended yet
     for fields, arrays in records:
         kind = fields.pop("kind")
-        if kind == "case":
+        if kind in ("case", "case-error", "reversed"):
+            reversing = None
+        if kind == "reversing":
+            reversing = fields
+        elif kind == "case":
             result.outputs.setdefault(fields["name"], []).append((fields["config"], arrays))
         elif kind == "case-error":
             under = f" with {fields['config']}" if fields.get("config") else ""
@@ -217,6 +224,13 @@ def launch(
         elif kind == "where":
             result.where = fields
     stopped = stopped_message(done, timeout, result.where, spec, shown)
+    if stopped and reversing is not None:  # it ended in a reversed run: that case failed
+        from grader.run import order
+
+        case = spec.cases.get(reversing["name"]) or probe
+        result.errors.setdefault(reversing["name"], []).append(
+            f"case {case.name} ({case.about}) with {reversing['config']}: {order.crashed(stopped)}"
+        )
     if result.status is None:
         result.error = f"the submission's process {stopped or EXITED_AT_IMPORT}"
     elif result.status.get("error"):

@@ -162,6 +162,13 @@ def _keep(condition: str) -> dict:
     return {"capacity-drop": f"keep = {condition}"}
 
 
+# The previous expert's offset and count, read from what its program stored: right only when
+# the programs run one by one in order, as Triton's interpreter runs them unless told otherwise.
+_FROM_PREVIOUS_PROGRAM = (
+    "offset = tl.load(offsets_ptr + e - 1, mask=e > 0, other=0) + "
+    "tl.load(counts_ptr + e - 1, mask=e > 0, other=0)"
+)
+
 _ATOMIC = (
     "ones = hit.to(tl.int32)\n"
     "rank = tl.atomic_add(counts_ptr + e + 0 * pairs, ones, mask=hit) - count\n"
@@ -212,6 +219,12 @@ GALLERY = [
           fills=_slot(rank="ones = hit.to(tl.int32)\nrank = count - 1 - (seen + tl.cumsum(ones) - "
                            "ones)\nseen += tl.sum(ones)"),
           traps=["dispatch-not-token-order"], breaks="dest-slot"),
+    wrong("09-offset-read-from-e-1", "the offset read from the previous expert's "
+          "program's outputs: right in the interpreter's order, 0, 1, 2, ...; run last first, "
+          "program E-1 reads rows never written and stores far outside token_of_slot (on a GPU, "
+          "a race)", fills=_slot(offset=_FROM_PREVIOUS_PROGRAM), breaks="dest-slot",
+          expect={"error": "programs in reverse order: .*a program must not read what another "
+                           "program of the same launch writes"}),
     wrong("09-atomic-counter", "slots from an atomic counter on the expert's count: refused "
           "before it runs, on both backends", fills=_slot(rank=_ATOMIC), score="zero",
           traps=[], expect={"error": "dispatch-not-token-order"}),
@@ -244,6 +257,11 @@ GALLERY = [
     right("09-offset-by-cumsum", "the offset as an inclusive tl.cumsum minus the expert's own "
           "count", fills=_slot(offset="offset = tl.sum(tl.where(experts == e, tl.cumsum(kept) - "
                                "kept, 0))")),
+    right("09-offset-of-e-1-computed", "the previous expert's offset plus its count, "
+          "both computed by this program from the histogram (the twin of "
+          "09-offset-read-from-e-1, which reads them from that program's outputs)",
+          fills=_slot(offset="offset = tl.sum(tl.where(experts < e - 1, kept, 0)) + "
+                             "tl.sum(tl.where(experts == e - 1, kept, 0))")),
     right("09-offset-by-subtraction", "the offset as the rows of experts up to e, minus e's own",
           fills=_slot(offset="offset = tl.sum(tl.where(experts <= e, kept, 0)) - count")),
     right("09-rank-by-comparison", "the rank counted by a BLOCK x BLOCK comparison, no scan",
