@@ -234,6 +234,7 @@ def from_json(data: dict) -> Report:
         duration_s=data["duration_s"],
         checkset=data.get("checkset", "hidden"),
         strict=data.get("strict", False),
+        isolation=data.get("isolation"),
     )
 
 

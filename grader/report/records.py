@@ -13,8 +13,9 @@ from pathlib import Path
 # 2.0: check todo/hidden, status "blocked", integrity, warnings, track; 3.0: integrity's
 # findings (grader.run.screen), the compile for the GPU before the interpreter ran the kernels,
 # ``screened``; 3.1: integrity's ``edited`` (the student's lines) and ``regions`` (where to write);
-# 3.2: a finding's rule may be ``exercise-forbids`` (a Triton function one exercise refuses)
-SCHEMA_VERSION = "3.2"
+# 3.2: a finding's rule may be ``exercise-forbids`` (a Triton function one exercise refuses);
+# 3.3: ``isolation``, what the submission's process could write (grader.run.isolation)
+SCHEMA_VERSION = "3.3"
 STATUSES = ("passed", "failed", "blocked", "error")
 
 
@@ -115,6 +116,9 @@ class Report:
     checkset: str = "hidden"  # "hidden" (the instructor's checks) or "public" (the handout's)
     strict: bool = False  # exercises edited outside their TODO regions score 0
     screened: bool = True  # False: --no-screen, files the static screens stop were run anyway
+    # "landlock (ABI N)": the submission's process could write only its scratch folder;
+    # "none: <reason>"; None: not recorded (a report from before 3.3, or not from the grader)
+    isolation: str | None = None
     schema_version: str = SCHEMA_VERSION
     score: int = field(init=False)
     max_score: int = field(init=False)
@@ -138,6 +142,7 @@ class Report:
             "target",
             "device",
             "versions",
+            "isolation",
             "checkset",
             "strict",
             "screened",
@@ -147,7 +152,7 @@ class Report:
             "traps",
             "exercises",
         ]
-        report = {key: data[key] for key in order}
+        report = {key: data[key] for key in order if key != "isolation" or data[key] is not None}
         timed = {e.id: e.performance for e in self.exercises if e.performance is not None}
         if timed:  # separate from the correctness score
             report["performance"] = {

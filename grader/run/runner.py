@@ -29,7 +29,7 @@ from pathlib import Path
 from grader import specs
 from grader.judge import details
 from grader.report.records import CheckResult, ExerciseResult
-from grader.run import discover, launcher, process, screen, timing
+from grader.run import discover, isolation, launcher, process, screen, timing
 from grader.specs.model import Case, Output
 from kata import skeletons
 from kata.catalogue import Exercise
@@ -120,19 +120,22 @@ def _job(spec: specs.Spec, text: str, file: Path, cases: list[Case], **extra) ->
 
 def _child(job: dict, device: str, timeout: float | None, *flags: str):
     """Run one launcher on ``job``: (the records it sent, how it ended). The launcher is told
-    when it will be stopped, so that it can say where it was (``launcher.watchdog``)."""
+    when it will be stopped, so that it can say where it was (``launcher.watchdog``). It gets a
+    scratch folder of its own, its working folder, the only place it may write
+    (``grader.run.isolation``)."""
     if timeout is not None:
         job = {**job, "deadline": time.monotonic() + timeout, "limit": timeout}
     read_end, write_end = os.pipe()
     records: list = []
     reader = threading.Thread(target=lambda: records.extend(_read(read_end)), daemon=True)
     reader.start()
-    env = process.child_env(
-        KATA_DEVICE=device,
-        # The tolerances assume IEEE fp32 dots; an inherited TF32 setting must not apply.
-        TRITON_F32_DEFAULT="ieee",
-    )
     with tempfile.TemporaryDirectory(prefix="kata-run-") as scratch:  # its working folder
+        env = process.child_env(
+            KATA_DEVICE=device,
+            # The tolerances assume IEEE fp32 dots; an inherited TF32 setting must not apply.
+            TRITON_F32_DEFAULT="ieee",
+            **isolation.launcher_env(Path(scratch)),
+        )
         done = process.run(
             process.python("-m", "grader.run.launcher", str(write_end), *flags),
             cwd=Path(scratch),
