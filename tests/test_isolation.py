@@ -9,6 +9,7 @@ The Landlock tests skip, with the reason, where this machine's kernel offers non
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -62,6 +63,8 @@ attempt("link-in", lambda: os.link(outside, "linked"))
 attempt("rename-out", lambda: os.rename("mine.txt", folder / "moved.txt"))
 attempt("symlink-through", lambda: (os.symlink(outside, "via"), Path("via").write_text("x")))
 attempt("devnull", lambda: open(os.devnull, "w").write("x"))
+attempt("own-proc", lambda: open(f"/proc/{os.getpid()}/comm", "w").write("kata-launcher"))
+attempt("parent-memory", lambda: open(f"/proc/{os.getppid()}/mem", "rb").close())
 attempt("child", child)
 print("home", os.environ["HOME"] == os.getcwd(), os.environ["TMPDIR"] == os.getcwd())
 """
@@ -98,7 +101,9 @@ def test_a_restricted_process_writes_only_its_scratch_folder(tmp_path):
     # scratch folder, would give that file the scratch folder's rights: EXDEV.
     assert said["rename-out"] == "PermissionError 13", done.output
     assert said["link-in"] == "OSError 18", done.output
-    for label in ("scratch", "tempfile", "devnull"):
+    # The memory of a process outside the restriction (the grading process here) is closed.
+    assert said["parent-memory"] == "PermissionError 13", done.output
+    for label in ("scratch", "tempfile", "devnull", "own-proc"):
         assert said[label] == "ok", (label, done.output)
     assert said["home"] == "True True"
     assert outside.read_text() == "kept"
@@ -111,6 +116,20 @@ def test_a_launcher_keeps_everything_it_writes_in_its_scratch_folder(tmp_path):
     for key in ("HOME", "TMPDIR", "XDG_CACHE_HOME", "TRITON_HOME", "TRITON_CACHE_DIR"):
         assert Path(env[key]).is_relative_to(tmp_path), key
     assert env["KATA_ISOLATION"] == ("landlock" if STATE.startswith("landlock") else "none")
+
+
+def test_the_rules_grant_no_folder_of_dev_nor_another_process(tmp_path):
+    """Beneath /dev only /dev/shm is a folder the launcher may fill; of /proc, its own entry
+    only, and there only writing (CUDA's need)."""
+    writing = isolation.WRITE_FILE | isolation.TRUNCATE
+    rules = dict(isolation.rules(tmp_path, 7))
+    assert rules[str(tmp_path)] == isolation.handled(7)
+    for path, allowed in rules.items():
+        if path.startswith("/dev/") and path != "/dev/shm" or path.startswith("/proc/"):
+            assert allowed == writing, path
+    assert "/dev" not in rules and "/proc" not in rules
+    own = [f"/proc/{os.getpid()}"] if os.path.isdir("/proc/self") else []
+    assert [p for p in rules if p.startswith("/proc/")] == own
 
 
 def grade(target: Path, report: Path, numbers: list[str], *args: str) -> dict:

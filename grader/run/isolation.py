@@ -11,9 +11,10 @@ process it starts, with Linux's Landlock (kernel 5.13 or later, ``man 7 landlock
 * beneath the launcher's scratch folder (``KATA_SCRATCH``, a new temporary folder per launcher
   that the grading process makes, deletes afterwards, and makes the launcher's working folder),
   and ``/dev/shm``, where every one of them is granted; and
-* on ``/dev/null``, ``/dev/zero``, ``/dev/full`` and the NVIDIA devices (``/dev/nvidia*``: CUDA
-  opens them for writing), where writing and truncating are granted. Not the rest of ``/dev``: a
-  root process could write a disk's block device.
+* on ``/dev/null``, ``/dev/zero``, ``/dev/full``, the NVIDIA devices (``/dev/nvidia*``: CUDA
+  opens them for writing) and the launcher's own ``/proc/PID`` (CUDA does not start without
+  writing there), where writing and truncating are granted. Not the rest of ``/dev``: a root
+  process could write a disk's block device.
 
 Reading and running programs stay allowed everywhere. Landlock binds root too, so this works as
 root (CI, Gradescope) as well as for an ordinary user. The restriction applies to the thread that
@@ -131,6 +132,12 @@ def rules(scratch: Path, version: int) -> list[tuple[str, int]]:
     for device in (*DEVICES, *sorted(glob.glob("/dev/nvidia*"))):
         if os.path.exists(device):
             found.append((device, writing))
+    # The process's own /proc entry: CUDA does not start without writing there, nor without the
+    # NVIDIA devices (both seen on an H200, Linux 6.18). Its own: not its children's, nor any
+    # other process's.
+    own = f"/proc/{os.getpid()}"
+    if os.path.isdir(own):
+        found.append((own, writing))
     return found
 
 
