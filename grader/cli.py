@@ -93,6 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
         "opt-in for kernels written apart; edits outside the regions are still flagged)",
     )
     p.add_argument(
+        "--no-isolation",
+        action="store_true",
+        help="let the submission's process write anywhere this user may, as without Landlock "
+        "(to test the grader's defences behind it; the report says so)",
+    )
+    p.add_argument(
         "--html",
         type=Path,
         help="the page to look at in a browser (default: the report's path, .html)",
@@ -172,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     except specs.SpecError as exc:
         return fail(str(exc))
     process.contain()  # whatever a submission starts comes back here, to be killed
+    from grader.run import isolation
+
+    if args.no_isolation:
+        isolation.disable("--no-isolation")
     printer = Printer(quiet=args.quiet, advice=not args.no_advice)
     limits = {ex.stem: runner.time_limit(runtime.BACKEND, ex, args.timeout) for ex in chosen}
     printer.start(target, runtime.describe(), chosen, limits)
@@ -194,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         target=str(target),
         device=runtime.describe(),
         versions=runtime.versions(),
+        isolation=isolation.state(),
         exercises=results,
         duration_s=round(time.monotonic() - start, 2),
         checkset=specs.load(chosen[0].stem, checkset).checkset,

@@ -245,6 +245,7 @@ def assert_complete(report: dict, numbers: list[str]) -> None:
     jsonschema.validate(report, SCHEMA)
     assert report["checkset"] == "hidden"
     assert report["device"] == runtime.describe()  # the backend the test run itself picked
+    assert report["isolation"].startswith(("landlock (ABI ", "none: "))
     assert [e["id"] for e in report["exercises"]] == [STEM[n] for n in numbers]
     assert report["score"] == sum(e["score"] for e in report["exercises"])
     assert report["max_score"] == sum(specs.load(STEM[n]).max_score for n in numbers)
@@ -285,12 +286,16 @@ def test_the_schema_refuses_what_the_grader_never_writes():
         "exercises": [],
     }
     jsonschema.validate(good, SCHEMA)
+    for isolation in ("landlock (ABI 7)", "none: not Linux"):
+        jsonschema.validate({**good, "isolation": isolation}, SCHEMA)
     for bad in (
         {**good, "schema_version": "1.1"},
         {**good, "checkset": "secret"},
         {**good, "extra": 1},
         {k: v for k, v in good.items() if k != "strict"},
         {**good, "exercises": [{"id": "01_x"}]},
+        {**good, "isolation": "landlock"},
+        {**good, "isolation": "none"},
     ):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, SCHEMA)

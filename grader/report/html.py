@@ -25,12 +25,15 @@ from kata import commands, interfaces
 from kata.catalogue import find
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+# Read when this module is imported, before any launcher of the grading runs: a page is drawn
+# from these, never from files a submission's code could have rewritten meanwhile.
+SOURCES = {p.name: p.read_text(encoding="utf-8") for p in sorted(TEMPLATES.glob("*.j2"))}
 VERDICTS = {"passed": "pass", "failed": "fail", "blocked": "wait", "error": "error"}
 
 
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
+        loader=jinja2.DictLoader(SOURCES),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -234,6 +237,7 @@ def from_json(data: dict) -> Report:
         duration_s=data["duration_s"],
         checkset=data.get("checkset", "hidden"),
         strict=data.get("strict", False),
+        isolation=data.get("isolation"),
     )
 
 

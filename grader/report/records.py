@@ -17,6 +17,7 @@ from pathlib import Path
 # 4.0: what is graded is the skeleton with the TODO regions spliced in (grader.run.splice):
 # ``free_form`` replaces ``screened``, integrity's ``graded`` says which, its ``diff`` lists the
 # changes that were not graded, and findings come from grader.run.rules (rule ``todo-rules``)
+# isolation (optional): what the submission's process could write (grader.run.isolation)
 SCHEMA_VERSION = "4.0"
 STATUSES = ("passed", "failed", "blocked", "error")
 
@@ -118,6 +119,9 @@ class Report:
     checkset: str = "hidden"  # "hidden" (the instructor's checks) or "public" (the handout's)
     strict: bool = False  # exercises edited outside their TODO regions score 0
     free_form: bool = False  # --free-form: files ran as written, not their regions in the skeleton
+    # "landlock (ABI N)": the submission's process could write only its scratch folder;
+    # "none: <reason>"; None: not recorded (a report from before 4.0, or not from the grader)
+    isolation: str | None = None
     schema_version: str = SCHEMA_VERSION
     score: int = field(init=False)
     max_score: int = field(init=False)
@@ -141,6 +145,7 @@ class Report:
             "target",
             "device",
             "versions",
+            "isolation",
             "checkset",
             "strict",
             "free_form",
@@ -150,7 +155,7 @@ class Report:
             "traps",
             "exercises",
         ]
-        report = {key: data[key] for key in order}
+        report = {key: data[key] for key in order if key != "isolation" or data[key] is not None}
         timed = {e.id: e.performance for e in self.exercises if e.performance is not None}
         if timed:  # separate from the correctness score
             report["performance"] = {

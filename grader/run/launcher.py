@@ -787,6 +787,9 @@ def main(fd: int, job: dict) -> int:
 
 
 if __name__ == "__main__":
+    from grader.run import isolation
+
+    isolation.enter()  # first: no byte of the job is read before it can write only its scratch
     out, compiling = int(sys.argv[1]), "--compile" in sys.argv[2:]
     # The channel moves to a descriptor the submission is not told about.
     hidden = os.dup(out)

@@ -2,7 +2,8 @@
 
 1. **Here**, the grading process: read each submission file once (its *snapshot*: everything
    below uses this text, never the file again); compare it with the frozen skeleton
-   (integrity) and scan it (``grader.run.screen``). No student code runs here.
+   (``grader.run.splice``) and hold its region code to ``grader.run.rules``. No student code
+   runs here.
 2. **The launcher** (``python -m grader.run.launcher``), the only process that runs student code:
    it gets the snapshot and the cases on its stdin, compiles the kernels for the GPU when they
    will run in the interpreter, launches them, and sends every output back on a pipe. When it
@@ -16,9 +17,12 @@ Exercises are launched concurrently; pytest judges one at a time.
 
 from __future__ import annotations
 
+import configparser
+import io
 import json
 import os
 import pickle
+import sys
 import tempfile
 import threading
 import time
@@ -29,7 +33,7 @@ from pathlib import Path
 from grader import specs
 from grader.judge import details
 from grader.report.records import CheckResult, ExerciseResult
-from grader.run import discover, launcher, process, rules, splice, timing
+from grader.run import discover, isolation, launcher, process, rules, splice, timing
 from grader.specs.model import Case, Output
 from kata import skeletons, source
 from kata.catalogue import Exercise
@@ -124,19 +128,24 @@ def _job(spec: specs.Spec, text: str, file: Path, cases: list[Case], **extra) ->
 
 def _child(job: dict, device: str, timeout: float | None, *flags: str):
     """Run one launcher on ``job``: (the records it sent, how it ended). The launcher is told
-    when it will be stopped, so that it can say where it was (``launcher.watchdog``)."""
+    when it will be stopped, so that it can say where it was (``launcher.watchdog``). It gets a
+    scratch folder of its own, its working folder, the only place it may write
+    (``grader.run.isolation``); nothing this process reads afterwards is read from disk
+    (``prepare``)."""
+    prepare()
     if timeout is not None:
         job = {**job, "deadline": time.monotonic() + timeout, "limit": timeout}
     read_end, write_end = os.pipe()
     records: list = []
     reader = threading.Thread(target=lambda: records.extend(_read(read_end)), daemon=True)
     reader.start()
-    env = process.child_env(
-        KATA_DEVICE=device,
-        # The tolerances assume IEEE fp32 dots; an inherited TF32 setting must not apply.
-        TRITON_F32_DEFAULT="ieee",
-    )
     with tempfile.TemporaryDirectory(prefix="kata-run-") as scratch:  # its working folder
+        env = process.child_env(
+            KATA_DEVICE=device,
+            # The tolerances assume IEEE fp32 dots; an inherited TF32 setting must not apply.
+            TRITON_F32_DEFAULT="ieee",
+            **isolation.launcher_env(Path(scratch)),
+        )
         done = process.run(
             process.python("-m", "grader.run.launcher", str(write_end), *flags),
             cwd=Path(scratch),
@@ -310,20 +319,85 @@ def _read(fd: int) -> list:
 
 # ---- 3. judging -------------------------------------------------------------------------------
 
+_prepared = threading.Event()
+_preparing = threading.Lock()
+_settings: dict[str, str] = {}  # grader/judge/checks/pytest.ini's, read once by prepare()
+_held: dict = {}  # the check module, by the name pytest imported it under, from prepare()
 
-def judge(spec: specs.Spec, result: Launch, keep: Path | None = None) -> list[CheckResult]:
-    """Every check of ``spec`` on what the launch sent back, through pytest, in this process;
-    pytest-json-report's report is kept in the file ``keep``, if given."""
-    import pytest
-    from pytest_jsonreport.plugin import JSONReport
 
-    from grader.judge.plugin import KataPlugin
+def prepare() -> None:
+    """Read, before the first launcher of this process starts, everything the grading reads
+    later from the grader's own files: a launcher's code (where ``grader.run.isolation`` cannot
+    stop it) could have rewritten them by then. The pytest settings are kept in memory; the check
+    module, the pytest plugins, the modules the judging and the reports import, and the HTML
+    page's templates are imported or read now, and a dry run of pytest (collection only) imports
+    the check module as every judging will find it, in ``sys.modules``. Once per process."""
+    if _prepared.is_set():
+        return
+    with _preparing:
+        if _prepared.is_set():
+            return
+        isolation.state()
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.read_string((CHECKS / "pytest.ini").read_text())
+        _settings.update(parser["pytest"])
+        import pytest  # noqa: F401
+        from pytest_jsonreport.plugin import JSONReport
 
-    plugin, report = KataPlugin(spec, result), JSONReport()
-    args = [
+        from grader.judge import checking, compare, details, errors, plugin, traps  # noqa: F401
+        from grader.report import cards, gradescope, records, summary, svg  # noqa: F401
+
+        try:
+            from grader.report import html
+        except ImportError:  # no jinja2: the grading writes no page (cli.write_html says so)
+            pass
+        else:
+            pages = html.environment()
+            for name in html.SOURCES:  # compiled from memory: imports what drawing imports
+                pages.get_template(name)
+        # What reading a launcher's records imports (an .npz's member names are cp437).
+        launcher.receive(io.BytesIO(_sample_record()))
+        stub = plugin.KataPlugin(_NoChecks(), Launch())
+        _pytest([*_pytest_args(), "--collect-only"], [stub, JSONReport()])
+        checks = str(CHECKS / "test_checks.py")
+        _held.update(
+            (name, module)
+            for name, module in sys.modules.items()
+            if getattr(module, "__file__", None) == checks
+        )
+        if not _held:
+            raise RuntimeError(f"grader error: pytest did not import {checks}")
+        _prepared.set()
+
+
+def _sample_record() -> bytes:
+    """One record as a launcher sends it, with an array (``launcher.send``; a few hundred
+    bytes, within a pipe's buffer)."""
+    import numpy as np
+
+    read_end, write_end = os.pipe()
+    with open(read_end, "rb") as stream, open(write_end, "wb") as sink:
+        launcher.send(sink.fileno(), "case", {"x": np.zeros(1, np.float32)}, name="sample")
+        sink.close()
+        return stream.read()
+
+
+class _NoChecks:
+    """A spec with no check: what the dry run of ``prepare`` collects."""
+
+    checks: list = []
+
+
+def _pytest_args() -> list[str]:
+    """pytest's arguments for a judging: the check module, the settings of pytest.ini from
+    memory (``-c`` names an empty file, so that pytest reads no configuration file), no
+    plugin but the grader's and pytest-json-report."""
+    overrides = [arg for key, value in _settings.items() for arg in ("-o", f"{key}={value}")]
+    return [
         str(CHECKS / "test_checks.py"),
         "-c",
-        str(CHECKS / "pytest.ini"),
+        os.devnull,
+        *overrides,
         "--rootdir",
         str(CHECKS),
         "--noconftest",
@@ -345,16 +419,35 @@ def judge(spec: specs.Spec, result: Launch, keep: Path | None = None) -> list[Ch
         "log",
         "streams",
     ]
+
+
+def _pytest(args: list[str], plugins: list) -> None:
+    """One pytest session in this process, with no plugin of this machine's."""
+    import pytest
+
     with _judging:
         saved = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
-        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # no plugin of this machine's
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         try:
-            pytest.main(args, plugins=[plugin, report])
+            pytest.main(args, plugins=plugins)
         finally:
             if saved is None:
                 os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
             else:
                 os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = saved
+
+
+def judge(spec: specs.Spec, result: Launch, keep: Path | None = None) -> list[CheckResult]:
+    """Every check of ``spec`` on what the launch sent back, through pytest, in this process;
+    pytest-json-report's report is kept in the file ``keep``, if given."""
+    from pytest_jsonreport.plugin import JSONReport
+
+    from grader.judge.plugin import KataPlugin
+
+    prepare()
+    sys.modules.update(_held)  # pytest finds the check module imported, and reads no file
+    plugin, report = KataPlugin(spec, result), JSONReport()
+    _pytest(_pytest_args(), [plugin, report])
     if keep is not None and report.report:
         keep.parent.mkdir(parents=True, exist_ok=True)
         keep.write_text(json.dumps(report.report, indent=1, default=str))
