@@ -1122,8 +1122,9 @@ def test_an_endless_loop_ticks_and_says_its_reason_once(tmp_path):
     exercise (its checks do not repeat it), and the reason in the page's paid rows."""
     folder = tmp_path / "target"
     folder.mkdir()
-    text = solution_text("01").replace(
-        "    for n0 in range(0, N, BLOCK_N):\n", "    n0 = 0\n    while n0 < N:\n"
+    text = solution_text("01").replace(  # a loop that never ends, in the TODO region
+        "        acc = acc * alpha[:, None] + tl.dot(p, v)\n",
+        "        k0 = 0\n        while k0 < 1:\n            acc = acc * alpha[:, None]\n",
     )
     (folder / f"{STEM['01']}.py").write_text(text)
     report = tmp_path / "out" / "score.json"

@@ -260,11 +260,11 @@ def _align(items: list, theirs: list) -> list[tuple]:
         elif changed and keys[i] != their_keys[j]:  # a tie: a changed given line, not region code
             ops.append(("~", items[i], theirs[j]))
             i, j = i + 1, j + 1
+        elif slot and here == cost[i + 1][j]:  # a tie: the slot ends, given code is matched
+            i += 1
         elif slot and j < m and here == cost[i][j + 1]:
             ops.append(("slot", items[i], theirs[j]))
             j += 1
-        elif slot and here == cost[i + 1][j]:
-            i += 1
         elif (
             i < n
             and not slot
