@@ -180,7 +180,8 @@ print("scratch: ok", _os.getcwd() == _os.environ["KATA_SCRATCH"])
 """
     )
     try:
-        report = grade(target, tmp_path / "score.json", ["01"], "--no-screen")
+        # --free-form: a file run as written, so that its module-level code runs at all.
+        report = grade(target, tmp_path / "score.json", ["01"], "--free-form")
         assert not probe.exists(), "a launcher wrote into the repository"
     finally:
         probe.unlink(missing_ok=True)
@@ -254,7 +255,7 @@ print(json.dumps({"code": code, "late": sorted(set(sys.modules) - seen["modules"
 
 
 def played(tmp_path: Path, mode: str) -> tuple[dict, dict, Path]:
-    """Grade 01 (the solution), 02 (the skeleton) and 03 (a file that fails to import), one
+    """Grade 01 (the solution), 02 (the skeleton) and 03 (the skeleton and a module-level raise), one
     after another, with the check files rewritten ``mode`` ("after" the first launcher, or
     "before" the grading). (the report, what the script printed, the copies' folder)."""
     target, copies, report = tmp_path / "target", tmp_path / "copies", tmp_path / "score.json"
@@ -289,7 +290,8 @@ def test_check_files_rewritten_by_a_launcher_change_no_verdict(tmp_path):
     assert one["score"] == one["max_score"], one["checks"]
     assert two["score"] == 0, two["checks"]
     assert {c["status"] for c in two["checks"] if c["todo"]} == {"failed"}, two["checks"]
-    assert three["score"] == 0 and "failed to import" in three["error"], three["error"]
+    # Its module-level raise is given code changed: not run; its skeleton regions score 0.
+    assert three["score"] == 0 and not three["integrity"]["ok"], three["checks"]
     assert not (copies / "PLANTED_PLUGIN_RAN").exists(), "pytest read the rewritten pytest.ini"
     page = (tmp_path / "score.html").read_text()
     assert "PLANTED_TEMPLATE" not in page, "the page was drawn from a rewritten template"
