@@ -211,7 +211,8 @@ def test_failure_figures_hold_shapes_and_outputs_never_inputs():
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """One grading of a mixed folder: 01 untouched (a trap), 02 solved, 03 untouched and
-    printing HTML at import (to be shown as text)."""
+    printing HTML at import (to be shown as text). Graded --free-form: only then does a file's
+    module-level code run at all, so only then can it print."""
     tmp = tmp_path_factory.mktemp("graded")
     target = tmp / "mine"
     target.mkdir()
@@ -222,7 +223,7 @@ def graded(tmp_path_factory):
         if ex.number == "03":
             text += f"\nprint({EVIL!r})\n"
         (target / ex.filename).write_text(text)
-    done = _grade(target, tmp / "out" / "score.json")
+    done = _grade(target, tmp / "out" / "score.json", "--free-form")
     assert done.returncode == 0, done.stderr
     return tmp / "out", json.loads((tmp / "out" / "score.json").read_text())
 
