@@ -29,6 +29,8 @@ def test_every_operator_is_used_and_every_mutant_is_one_change():
         "tile",
         "swap",
         "where",
+        "precision",
+        "clamp",
         "drop",
     }
     for m in found:
@@ -56,6 +58,9 @@ def test_the_slips_of_the_issue_are_generated():
     assert ("02", "tile", "`(pid_m + 1) * BLOCK_M` + BLOCK_M") in changes
     assert any(n == "03" and op == "where" for n, op, _ in changes)
     assert any(n == "01" and op == "drop" for n, op, _ in changes)
+    # Grader v4's slips: TF32 in 01's dot, 09's capacity taken as at least one pair.
+    assert ("01", "precision", '`tl.dot(p, v)`: input_precision="tf32"') in changes
+    assert ("09", "clamp", "`rank < CAPACITY`: CAPACITY taken as at least 1") in changes
 
 
 def test_every_listed_equivalent_is_a_current_mutant_with_a_reason():

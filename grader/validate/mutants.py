@@ -9,6 +9,8 @@ equal to the solutions) is mutated one small change at a time, the way a student
 * ``tile``: ``+ BLOCK_*`` / ``- BLOCK_*`` added to an expression that holds a block size;
 * ``swap``: the operands of a non-commutative operator swapped;
 * ``where``: the two branches of ``tl.where`` swapped;
+* ``precision``: ``input_precision="tf32"`` added to a ``tl.dot`` (fp32 exercises lose digits);
+* ``clamp``: a constexpr bound in a comparison taken as at least 1 (``tl.maximum(CAPACITY, 1)``);
 * ``drop``: one statement of the region left out.
 
 Each mutant is written into the frozen skeleton as a student would (the other TODOs keep their
@@ -152,6 +154,24 @@ def _edits(tree: ast.Module):
                     n.args[1], n.args[2] = n.args[2], n.args[1]
 
                 yield "where", f"`{_code(node)}`: branches swapped", at(i, branches)
+            if name == "tl.dot" and not any(k.arg == "input_precision" for k in node.keywords):
+
+                def tf32(n):
+                    n.keywords.append(ast.keyword("input_precision", ast.Constant("tf32")))
+
+                yield "precision", f'`{_code(node)}`: input_precision="tf32"', at(i, tf32)
+        if isinstance(node, ast.Compare):
+            for j, side in enumerate([node.left, *node.comparators]):
+                if isinstance(side, ast.Name) and side.id.isupper():
+
+                    def clamp(n, j=j, name=side.id):
+                        bound = ast.parse(f"tl.maximum({name}, 1)", mode="eval").body
+                        if j == 0:
+                            n.left = bound
+                        else:
+                            n.comparators[j - 1] = bound
+
+                    yield "clamp", f"`{_code(node)}`: {side.id} taken as at least 1", at(i, clamp)
 
 
 def _op(cls) -> str:
