@@ -1,7 +1,8 @@
 """The checks: one test per check of the active check set for the exercise.
 
-The runner passes ``--kata-exercise``; ``grader.judge.plugin`` parametrizes ``check`` with that
-exercise's checks from its spec (``grader/specs/<stem>/``).
+The runner hands ``grader.judge.plugin.KataPlugin`` the exercise's spec; the plugin parametrizes
+``check`` with that spec's checks (``grader/specs/<stem>/``) and serves the launch as
+``submission``.
 """
 
 from grader.judge import checking
