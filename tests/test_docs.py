@@ -268,7 +268,7 @@ TRANSCRIPT = re.compile(
     r"<!-- transcript: (?P<script>\w+/\d\d) -->\n```\w*\n(?P<text>.*?)```", re.S
 )
 VERDICT = re.compile(
-    r"^\s*(?:ok|!!)\s+(?P<label>.+?)\s+max abs diff\s+(?P<diff>\S+)\s+allclose", re.M
+    r"^\s*(?:ok|!!|--)\s+(?P<label>.+?)\s+max abs diff\s+(?P<diff>\S+)\s+allclose", re.M
 )
 ROW = re.compile(
     rf"^\s+(?P<label>v\[0\]|(?:non-)?causal kernel, out\[0\])\s+(?P<values>(?:{NUMBER}\s+)+)\.\.\.",

@@ -216,8 +216,8 @@ def test_untouched_exercise_does_not_pass(exercise, randn, ex):
 # ---- (f) the worked-example scripts -----------------------------------------------------------
 
 VERDICT = re.compile(
-    r"^\s*(?P<mark>ok|!!)\s+(?P<label>.+?)\s+max abs diff\s+(?P<diff>\S+)"
-    r"\s+allclose\(atol=(?P<atol>[^)]+)\): (?P<close>True|False)\s*$",
+    r"^\s*(?P<mark>ok|!!|--)\s+(?P<label>.+?)\s+max abs diff\s+(?P<diff>\S+)"
+    r"\s+allclose\(atol=(?P<atol>[^)]+)\): (?P<close>True|False)(?P<end>,.*)?\s*$",
     re.M,
 )
 
@@ -239,6 +239,34 @@ def solution_script(scripts, number: str):
 def verdicts(out: str) -> dict[str, tuple[float, bool]]:
     """``{label: (max abs diff, allclose)}`` for every comparison line a script printed."""
     return {m["label"]: (float(m["diff"]), m["close"] == "True") for m in VERDICT.finditer(out)}
+
+
+def test_a_contrast_says_it_is_expected_and_fails_loudly_when_close(capsys):
+    """A wrong answer shown on purpose prints ``--`` and "as expected", never ``ok`` beside
+    ``False``; one that comes out close after all prints ``!!`` and returns False."""
+    from kata import examples
+
+    assert examples.contrast("far", [0.0, 1.0], [0.0, 0.0], 1e-5) is True
+    far = capsys.readouterr().out
+    assert far.startswith("  -- far") and far.rstrip().endswith("False, as expected")
+    assert examples.contrast("near", [0.0, 1.0], [0.0, 1.0], 1e-5) is False
+    near = capsys.readouterr().out
+    assert near.startswith("  !! near") and "True, NOT EXPECTED" in near
+    assert examples.verdict("miss", [1.0], [0.0], 1e-5) is False
+    assert capsys.readouterr().out.startswith("  !! miss")
+
+
+@pytest.mark.slow
+def test_no_script_marks_a_miss_ok(scripts):
+    """``ok`` means close, ``--`` means a contrast that missed as it should: persona review L2,
+    where 08 printed ``ok averaged out vs attention ... allclose(atol=1e-05): False``."""
+    lines = [(name, m) for name, (_, out) in scripts.items() for m in VERDICT.finditer(out)]
+    assert any(m["mark"] == "--" for _, m in lines)
+    for name, m in lines:
+        if m["mark"] == "ok":
+            assert m["close"] == "True" and not m["end"], (name, m[0])
+        if m["mark"] == "--":
+            assert m["close"] == "False" and m["end"] == ", as expected", (name, m[0])
 
 
 @pytest.mark.slow
