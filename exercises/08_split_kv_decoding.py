@@ -20,7 +20,7 @@ may hold none. Such an empty split stores m = -inf, l = 0, acc = 0, and exp(-inf
 it weigh nothing; split 0 always holds a key, so m is finite. Query rows may share a cache:
 GROUP rows per cache (the heads of one group in grouped-query attention).
 
-Reference: ``kata.oracles.decode_attention`` and ``kata.oracles.split_kv_merge``.
+Reference: ``kata.oracles.decode_attention`` (attention over each cache's own length).
 Run ``python 08_split_kv_decoding.py`` for the worked example.
 """
 

@@ -885,9 +885,9 @@ SPLIT_PARTIALS_AVERAGED = Trap(
     message="The splits' own results were averaged: acc_j / l_j for out (and m_j + ln l_j for "
     "lse), one vote per split. Each is a softmax over its own split's keys, measured against "
     "its own maximum; a split whose scores are higher must count for more, in proportion to "
-    "exp(m_j) l_j. Weight every split by exp(m_j - m), m the largest m_j, before adding its "
-    "partials: TODO(merge).",
-    hint="weight split j by exp(m_j - m) (TODO merge)",
+    "exp(m_j) l_j. Bring every split to one common maximum, the row's largest m_j, l_j and "
+    "acc_j alike, before adding its partials: TODO(merge).",
+    hint="bring every split to the largest m_j (TODO merge)",
     why=(
         "Each split's `acc_j / l_j` is a right answer to a smaller question: attention over "
         "that split's keys alone. The whole row's softmax gives split `j` the share "
