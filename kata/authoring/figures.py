@@ -8,7 +8,8 @@
   blocks and the rescale it causes (1 - alpha: zero where nothing happens), with the kernel's
   output checked against the same loop.
 * flash_tiling.png: 01's grid and key loop with 01's own blocks: one program's query rows, the
-  K and V tiles streaming past, what stays on chip, and how many times the grid reads K and V.
+  K and V tiles streaming past, what stays on chip, and the elements the grid moves against
+  plain attention's, whose scores and probabilities go to memory and back.
 * causal_stages.png: which key tiles 04's causal stages visit, with 04's own tiles; the stage
   bounds are read from 04's kernel source and evaluated tile by tile.
 * mma_shapes.png: the tensor-core instructions a tl.dot compiles to (read from PTX that Triton
@@ -203,6 +204,28 @@ def _arrow(ax, start, end, text="", colour="#636363", **kw) -> None:
     )
 
 
+def attention_traffic(M: int, N: int, D: int, block_m: int) -> dict[str, int]:
+    """Elements that one head's attention moves between memory and the chip. ``flash``: 01's
+    grid, which reads Q and writes out once and reads K and V once per program. ``plain``: the
+    unfused path, which reads Q, K and V and writes out once, and besides writes the scores S,
+    reads them back for the softmax, writes the probabilities P and reads them back for P @ v.
+    The terms that grow with M x N are ``kv_rereads`` (2 M N D / BLOCK_M) and ``s_and_p``
+    (4 M N); their ratio is D / (2 BLOCK_M)."""
+    programs = -(-M // block_m)
+    q_out = 2 * M * D
+    kv_rereads = 2 * programs * N * D
+    s_and_p = 4 * M * N
+    return {
+        "programs": programs,
+        "q_out": q_out,
+        "kv_rereads": kv_rereads,
+        "kv_once": 2 * N * D,
+        "s_and_p": s_and_p,
+        "flash": q_out + kv_rereads,
+        "plain": q_out + 2 * N * D + s_and_p,
+    }
+
+
 def flash_tiling(M: int = 64, N: int = 80, D: int = 16, pid: int = 1, step: int = 2) -> Path:
     """01's grid and key loop for one shape, with 01's own block sizes: program ``pid`` at key
     tile ``step``, what it keeps on chip, and how many times the grid reads K and V."""
@@ -326,23 +349,29 @@ def flash_tiling(M: int = 64, N: int = 80, D: int = 16, pid: int = 1, step: int 
         fontsize=7,
     )
 
-    reads = programs * N * D
+    io = attention_traffic(M, N, D, block_m)
+    assert io["programs"] == programs
     bottom = y_v + D + 10
     ax.text(
         x_q,
         bottom,
-        f"The grid has cdiv(M, BLOCK_M) = cdiv({M}, {block_m}) = {programs} programs, and each "
-        f"one walks all {len(tiles)} key tiles.\n"
-        f"So the grid reads K and V {programs} times each: {programs} x {N} x {D} = {reads} elements "
-        f"apiece. Q is read once and out written once\n({M * D} elements each). "
-        f"The {M} x {N} = {M * N} scores never leave the chip. "
-        f"A larger BLOCK_M means fewer programs and fewer reads of K and V.",
+        f"This grid: cdiv(M, BLOCK_M) = cdiv({M}, {block_m}) = {programs} programs, each "
+        f"walking all {len(tiles)} key tiles, so K and V are read {programs} times each "
+        f"({programs} x {N} x {D} = {programs * N * D}\nelements apiece), and Q and out move "
+        f"once ({M * D} each): {io['flash']} elements in all. The {M} x {N} scores never leave "
+        f"the chip.\n"
+        f"Plain attention reads K and V once ({io['kv_once']} in all), but writes the "
+        f"{M * N} scores S, reads them back for the softmax, writes the probabilities P\n"
+        f"and reads them back for P @ v: 4 x {M * N} = {io['s_and_p']}, so {io['plain']} "
+        f"elements in all. This grid moves {io['flash'] / io['plain']:.0%} as much.\n"
+        f"The re-reads of K and V grow as 2 M N D / BLOCK_M, S and P as 4 M N: their ratio, "
+        f"D / (2 BLOCK_M), improves as BLOCK_M grows past D.",
         va="top",
         fontsize=8.5,
     )
     ax.set(
         xlim=(x_q - 1, x_out + D + 1),
-        ylim=(bottom + 16, y_k - 8),
+        ylim=(bottom + 26, y_k - 8),
         aspect="equal",
         title=f"01's loop, M={M}, N={N}, D={D}, {block_m}x{block_n} blocks: "
         f"program pid = {pid} at key tile {step}",
