@@ -141,3 +141,20 @@ def test_the_mma_figure_shows_what_the_compiler_emits(drawn_elsewhere):
     assert f"(A: {a16} and {a32}, B: {b16} and {b32}, C: {c16})" in guide
     assert "mma.sync.m16n8k16" in guide and "wgmma.mma_async.m64n64k16" in guide
     assert "`mma.sync.m16n8k8` and `wgmma.mma_async.m64n64k8`" in guide
+
+
+@slow
+def test_a_one_row_dot_compiles_as_08s_page_says():
+    """Teaching review H1: a 1 x 64 by 64 x 64 tl.dot compiles for sm_90 (only K has a floor;
+    the compiler pads M), to an MMA whose 16 rows the single row would mostly waste."""
+    ((instruction, m, n, k),) = figures.compiled_mma((figures.ONE_ROW_PROBE,))[
+        figures.ONE_ROW_PROBE
+    ]
+    assert k == 16 and m == 16, (instruction, m, n, k)
+    page = _text(DOCS / "exercises" / f"{catalogue.find('08').stem}.md")
+    assert (
+        "A one-row `tl.dot` would compile: only its reduction dimension K must be at least 16"
+        in page
+    )
+    assert "one row fills 1 of an MMA instruction's 16 rows" in page
+    assert "at least 16 rows" not in page

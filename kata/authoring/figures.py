@@ -575,14 +575,14 @@ def dot(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, 
 
 
 found = {}
-for arch, dtype, size, precision in json.loads(sys.argv[1]):
+for arch, dtype, size, precision, *rows in json.loads(sys.argv[1]):
     types = {"a_ptr": "*" + dtype, "b_ptr": "*" + dtype, "c_ptr": "*fp32"}
-    sizes = {"M": size, "N": size, "K": size, "P": precision}
+    sizes = {"M": rows[0] if rows else size, "N": size, "K": size, "P": precision}
     source = ASTSource(dot, signature={**types, **dict.fromkeys(sizes, "constexpr")},
                        constexprs=sizes)
     ptx = triton.compile(source, target=GPUTarget("cuda", arch, 32)).asm["ptx"]
     shapes = re.findall(r"(mma[.]sync|wgmma[.]mma_async)[.a-z]*[.]m(\\d+)n(\\d+)k(\\d+)", ptx)
-    found[f"{arch} {dtype} {size} {precision}"] = sorted({(i, *map(int, s)) for i, *s in shapes})
+    found[" ".join(map(str, [arch, dtype, size, precision, *rows]))] = sorted({(i, *map(int, s)) for i, *s in shapes})
 print(json.dumps(found))
 """
 DOT_PROBES = (  # (sm_, operand type, M = N = K, input_precision)
@@ -592,10 +592,14 @@ DOT_PROBES = (  # (sm_, operand type, M = N = K, input_precision)
     (90, "fp32", 64, "tf32"),
     (90, "fp32", 64, "ieee"),
 )
+# A single query row times a 64 x 64 tile (M = 1, N = K = 64), as 08's decoding would write it:
+# only K has a floor, and the compiler pads M up to the instruction's.
+ONE_ROW_PROBE = (90, "fp16", 64, "ieee", 1)
 
 
-def compiled_mma() -> dict[tuple, list[tuple[str, int, int, int]]]:
-    """For each of DOT_PROBES, the (instruction, m, n, k) the compiled PTX holds."""
+def compiled_mma(probes: tuple = DOT_PROBES) -> dict[tuple, list[tuple[str, int, int, int]]]:
+    """For each probe (sm_, operand type, N = K and M unless given, input_precision[, M]), the
+    (instruction, m, n, k) the compiled PTX holds."""
     import json
     import os
     import subprocess
@@ -607,7 +611,7 @@ def compiled_mma() -> dict[tuple, list[tuple[str, int, int, int]]]:
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         env["TRITON_CACHE_DIR"] = str(Path(tmp) / "cache")
         proc = subprocess.run(
-            [sys.executable, str(probe), json.dumps(DOT_PROBES)],
+            [sys.executable, str(probe), json.dumps(probes)],
             env=env,
             capture_output=True,
             text=True,
@@ -616,7 +620,7 @@ def compiled_mma() -> dict[tuple, list[tuple[str, int, int, int]]]:
     if proc.returncode != 0:
         raise RuntimeError(f"compiling the probe dots failed:\n{proc.stderr[-2000:]}")
     found = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {p: [tuple(i) for i in found[" ".join(map(str, p))]] for p in DOT_PROBES}
+    return {p: [tuple(i) for i in found[" ".join(map(str, p))]] for p in probes}
 
 
 def min_dot_k() -> dict[str, int]:
