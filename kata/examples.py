@@ -5,7 +5,8 @@ prints what it compared and returns 0 when the kernel behaves as the chapter say
 
 Each comparison is one line, ``ok`` or ``!!``, then its label, ``max abs diff`` to three
 significant digits and the ``allclose`` verdict. Where the chapter states the figure, the next
-line quotes it, so that the two can be read side by side.
+line quotes it, so that the two can be read side by side. A contrast, a wrong answer shown to
+be wrong on purpose, is marked ``--`` and ends ``False, as expected`` (``contrast``).
 
 Three digits, not the chapter's full ``.item()``: the same code prints different low digits on
 different CPUs (numpy's OpenBLAS picks a kernel per CPU, and the interpreter's ``tl.dot`` is
@@ -32,23 +33,39 @@ def _chapter(says: str | None) -> None:
         print(f"     the chapter: {says}")
 
 
-def verdict(
-    label: str, got, want, atol: float, expect_close: bool = True, chapter: str | None = None
-) -> bool:
-    """Print one comparison of a worked example (``ok`` or ``!!``, the largest difference,
-    allclose) and return whether it came out as expected. A kernel file with a worked example of
-    its own (06) prints its comparisons with it, like the ones here."""
+def _compare(got, want, atol: float) -> tuple[float, bool]:
+    """The largest difference and whether ``got`` is allclose to ``want`` (NaN never is)."""
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     diff = float(np.max(np.abs(got - want))) if got.size else 0.0
-    close = bool(np.allclose(got, want, atol=atol, rtol=0)) and not np.isnan(got).any()
-    ok = close == expect_close
-    mark = "ok " if ok else "!! "
+    return diff, bool(np.allclose(got, want, atol=atol, rtol=0)) and not np.isnan(got).any()
+
+
+def _line(mark: str, label: str, diff: float, atol: float, end: str) -> None:
     print(
-        f"  {mark}{label:<{LABEL_WIDTH}} max abs diff {diff:<10.3g} "
-        f"allclose(atol={atol:g}): {close}"
+        f"  {mark}{label:<{LABEL_WIDTH}} max abs diff {diff:<10.3g} allclose(atol={atol:g}): {end}"
     )
+
+
+def verdict(label: str, got, want, atol: float, chapter: str | None = None) -> bool:
+    """Print one comparison of a worked example (``ok`` or ``!!``, the largest difference,
+    allclose) and return whether it was close. A kernel file with a worked example of its own
+    (06) prints its comparisons with it, like the ones here."""
+    diff, close = _compare(got, want, atol)
+    _line("ok " if close else "!! ", label, diff, atol, str(close))
     _chapter(chapter)
-    return ok
+    return close
+
+
+def contrast(label: str, got, want, atol: float, chapter: str | None = None) -> bool:
+    """Print a comparison that must come out *not* close: a wrong answer to the task, shown for
+    contrast (``--``, then ``allclose(...): False, as expected``). If it is close after all, the
+    example no longer shows what it says: the line is marked ``!!`` and says so, and the result
+    is False."""
+    diff, close = _compare(got, want, atol)
+    end = "True, NOT EXPECTED: this contrast should differ" if close else "False, as expected"
+    _line("!! " if close else "-- ", label, diff, atol, end)
+    _chapter(chapter)
+    return not close
 
 
 def _draw_qkv(M: int, N: int, D: int):
@@ -106,12 +123,11 @@ def causal_attention_example(causal_flash_attention, caller: str | None = None) 
             f"  the non-causal kernel from {sibling.parent.name}/{sibling.name}, on the causal task:"
         )
         _row("non-causal kernel, out[0]", noncausal[0], "   a blend of all 20 rows of v")
-        verdict(
+        contrast(
             "non-causal kernel vs causal oracle",
             noncausal,
             causal_ref,
             1e-4,
-            False,
             chapter="of order 1, not float noise; not allclose",
         )
         if not verdict(

@@ -268,7 +268,7 @@ TRANSCRIPT = re.compile(
     r"<!-- transcript: (?P<script>\w+/\d\d) -->\n```\w*\n(?P<text>.*?)```", re.S
 )
 VERDICT = re.compile(
-    r"^\s*(?:ok|!!)\s+(?P<label>.+?)\s+max abs diff\s+(?P<diff>\S+)\s+allclose", re.M
+    r"^\s*(?:ok|!!|--)\s+(?P<label>.+?)\s+max abs diff\s+(?P<diff>\S+)\s+allclose", re.M
 )
 ROW = re.compile(
     rf"^\s+(?P<label>v\[0\]|(?:non-)?causal kernel, out\[0\])\s+(?P<values>(?:{NUMBER}\s+)+)\.\.\.",
@@ -1019,3 +1019,48 @@ def test_the_self_check_answers_on_04_05_06_are_the_kernels(solution):
     assert "So it visits the tiles at keys 16 and 32." in text
     assert "rows 36 to 47 start at key 32 or later and see nothing there" in text
     assert "Those twelve rows" in text
+
+
+# ---- 08: the merge is the student's, and the (output, lse) form beside it --------------------
+
+MERGE_FORMULA = ("exp(m_j - m)", "m + ln L", "w_j acc_j")
+
+
+def test_08_leaves_its_merge_to_the_student():
+    """Teaching review M4: the page, the skeleton and the first hints give the invariant, not
+    the formula; the hint ladder's last rung gives it."""
+    ex = catalogue.find("08")
+    page = (ROOT / "docs" / "exercises" / f"{ex.stem}.md").read_text()
+    for where, text in {
+        "page": page,
+        "skeleton": skeletons.pristine(ex.stem).text,
+        **{f"hint {n + 1}": hint for n, hint in enumerate(ex.hints[:-1])},
+    }.items():
+        found = [f for f in MERGE_FORMULA if f in " ".join(text.split())]
+        assert found == [], f"08's {where} gives the merge away: {found}"
+    assert all(f in " ".join(ex.hints[-1].split()) for f in MERGE_FORMULA)
+
+
+def test_08s_lse_form_is_the_same_merge_with_the_numbers_quoted():
+    """Teaching review M5: self-check 21's splits, merged in the (output, lse) form the page
+    shows, give the (m, l, acc) merge's answer, and the page quotes those numbers."""
+    import numpy as np
+
+    from kata import oracles
+
+    m, l, acc = np.array([[2.0, 5.0]]), np.array([[3.0, 1.0]]), np.array([[[6.0], [4.0]]])  # noqa: E741
+    out, lse = oracles.split_kv_merge(m, l, acc)
+    o, lse_j = acc[0, :, 0] / l[0], m[0] + np.log(l[0])
+    w = np.exp(lse_j - lse_j.max())
+    assert np.isclose((w * o).sum() / w.sum(), out[0, 0])
+    assert np.isclose(lse_j.max() + np.log(w.sum()), lse[0])
+    page = " ".join((ROOT / "docs" / "exercises" / "08_split_kv_decoding.md").read_text().split())
+    quoted = (
+        f"`lse = 2 + ln 3 = {lse_j[0]:.4f}`",
+        f"`w_A = exp({lse_j[0]:.4f} - 5) = {w[0]:.4f}`",
+        f"`out = ({w[0]:.4f} * 2 + 4) / {w.sum():.4f} = {out[0, 0]:.3f}`",
+        f"`lse = 5 + ln {w.sum():.4f} = {lse[0]:.3f}`",
+    )
+    assert [q for q in quoted if q not in page] == []
+    for name in ("merge_state", "merge_attn_states", "combine_attn_seqk_parallel", "#2113"):
+        assert name in page

@@ -216,8 +216,8 @@ def test_untouched_exercise_does_not_pass(exercise, randn, ex):
 # ---- (f) the worked-example scripts -----------------------------------------------------------
 
 VERDICT = re.compile(
-    r"^\s*(?P<mark>ok|!!)\s+(?P<label>.+?)\s+max abs diff\s+(?P<diff>\S+)"
-    r"\s+allclose\(atol=(?P<atol>[^)]+)\): (?P<close>True|False)\s*$",
+    r"^\s*(?P<mark>ok|!!|--)\s+(?P<label>.+?)\s+max abs diff\s+(?P<diff>\S+)"
+    r"\s+allclose\(atol=(?P<atol>[^)]+)\): (?P<close>True|False)(?P<end>,.*)?\s*$",
     re.M,
 )
 
@@ -239,6 +239,48 @@ def solution_script(scripts, number: str):
 def verdicts(out: str) -> dict[str, tuple[float, bool]]:
     """``{label: (max abs diff, allclose)}`` for every comparison line a script printed."""
     return {m["label"]: (float(m["diff"]), m["close"] == "True") for m in VERDICT.finditer(out)}
+
+
+def test_a_contrast_says_it_is_expected_and_fails_loudly_when_close(capsys):
+    """A wrong answer shown on purpose prints ``--`` and "as expected", never ``ok`` beside
+    ``False``; one that comes out close after all prints ``!!`` and returns False."""
+    from kata import examples
+
+    assert examples.contrast("far", [0.0, 1.0], [0.0, 0.0], 1e-5) is True
+    far = capsys.readouterr().out
+    assert far.startswith("  -- far") and far.rstrip().endswith("False, as expected")
+    assert examples.contrast("near", [0.0, 1.0], [0.0, 1.0], 1e-5) is False
+    near = capsys.readouterr().out
+    assert near.startswith("  !! near") and "True, NOT EXPECTED" in near
+    assert examples.verdict("miss", [1.0], [0.0], 1e-5) is False
+    assert capsys.readouterr().out.startswith("  !! miss")
+
+
+@pytest.fixture(scope="module")
+def contrast_scripts(skeleton_dir):
+    """The exercises whose worked examples show a contrast (02 through the chapter's example;
+    06, 08 and 09 in their own files), solved and untouched: ``{"<folder>/<file>": (rc, out)}``."""
+    exercises = [find(n) for n in ("02", "06", "08", "09")]
+    paths = [folder / ex.filename for folder in (SOLUTIONS, skeleton_dir) for ex in exercises]
+    runs = run_examples(paths)
+    return {f"{path.parent.name}/{path.name}": runs[path] for path in paths}
+
+
+@pytest.mark.slow
+def test_no_script_marks_a_miss_ok(contrast_scripts):
+    """``ok`` means close, ``--`` means a contrast that missed as it should: persona review L2,
+    where 08 printed ``ok averaged out vs attention ... allclose(atol=1e-05): False``. Every one
+    of these files prints a contrast, solved or not, and a solved one exits 0."""
+    for name, (rc, out) in contrast_scripts.items():
+        marks = [m["mark"] for m in VERDICT.finditer(out)]
+        assert "--" in marks, name
+        assert rc == 0 or not name.startswith(SOLUTIONS.name), (name, out)
+    lines = [(n, m) for n, (_, out) in contrast_scripts.items() for m in VERDICT.finditer(out)]
+    for name, m in lines:
+        if m["mark"] == "ok":
+            assert m["close"] == "True" and not m["end"], (name, m[0])
+        if m["mark"] == "--":
+            assert m["close"] == "False" and m["end"] == ", as expected", (name, m[0])
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@ claims is checked against the code it was drawn from: 04's loop bounds, the comp
 tensor-core instructions."""
 
 import inspect
+import re
 
 import pytest
 
@@ -47,6 +48,23 @@ def test_flash_tiling_is_drawn_and_its_caption_says_what_it_shows(drawn_elsewher
     assert f"Program {shape['pid']} owns query rows {block} to {2 * block - 1}" in guide
     assert f"All cdiv(M, BLOCK_M) = {programs} programs walk all of K and V" in guide
     assert f"reads K and V {programs} times each" in guide and f"The {M} x {N} scores" in guide
+
+    # The IO argument (teaching review M2): plain attention's S and P round trips against the
+    # grid's re-reads of K and V, recounted here tile by tile from the loop the figure draws.
+    io = figures.attention_traffic(M, N, D, block)
+    tiles = [min(block, N - n0) for n0 in range(0, N, block)]
+    assert io["flash"] == 2 * M * D + programs * 2 * sum(tiles) * D
+    assert io["plain"] == 2 * M * D + 2 * N * D + 4 * M * N
+    assert io["flash"] < io["plain"], "the figure must show a saving"
+    assert io["kv_rereads"] == 2 * M * N, "at D = BLOCK_M, S's round trip alone shows none"
+    for number in (io["s_and_p"], io["kv_rereads"], io["flash"], io["plain"]):
+        assert re.search(rf"(?<![\d.]){number}(?![\d.]\d)", guide), number
+    assert "grid moves 12288 elements and plain attention 25088, about half" in guide
+    assert round(io["flash"] / io["plain"], 1) == 0.5
+    # 04's tiles at D = 64: the growing terms in the ratio D / (2 BLOCK_M), a quarter.
+    big = figures.attention_traffic(4096, 4096, 64, 128)
+    assert big["kv_rereads"] * 4 == big["s_and_p"]
+    assert "04's 128-row tiles at D = 64, the re-reads are a quarter of what S and P move" in guide
 
 
 @pytest.mark.parametrize("S", [1, 64, 127, 128, 448, 512, 700])
@@ -123,3 +141,20 @@ def test_the_mma_figure_shows_what_the_compiler_emits(drawn_elsewhere):
     assert f"(A: {a16} and {a32}, B: {b16} and {b32}, C: {c16})" in guide
     assert "mma.sync.m16n8k16" in guide and "wgmma.mma_async.m64n64k16" in guide
     assert "`mma.sync.m16n8k8` and `wgmma.mma_async.m64n64k8`" in guide
+
+
+@slow
+def test_a_one_row_dot_compiles_as_08s_page_says():
+    """Teaching review H1: a 1 x 64 by 64 x 64 tl.dot compiles for sm_90 (only K has a floor;
+    the compiler pads M), to an MMA whose 16 rows the single row would mostly waste."""
+    ((instruction, m, n, k),) = figures.compiled_mma((figures.ONE_ROW_PROBE,))[
+        figures.ONE_ROW_PROBE
+    ]
+    assert k == 16 and m == 16, (instruction, m, n, k)
+    page = _text(DOCS / "exercises" / f"{catalogue.find('08').stem}.md")
+    assert (
+        "A one-row `tl.dot` would compile: only its reduction dimension K must be at least 16"
+        in page
+    )
+    assert "one row fills 1 of an MMA instruction's 16 rows" in page
+    assert "at least 16 rows" not in page

@@ -885,9 +885,9 @@ SPLIT_PARTIALS_AVERAGED = Trap(
     message="The splits' own results were averaged: acc_j / l_j for out (and m_j + ln l_j for "
     "lse), one vote per split. Each is a softmax over its own split's keys, measured against "
     "its own maximum; a split whose scores are higher must count for more, in proportion to "
-    "exp(m_j) l_j. Weight every split by exp(m_j - m), m the largest m_j, before adding its "
-    "partials: TODO(merge).",
-    hint="weight split j by exp(m_j - m) (TODO merge)",
+    "exp(m_j) l_j. Bring every split to one common maximum, the row's largest m_j, l_j and "
+    "acc_j alike, before adding its partials: TODO(merge).",
+    hint="bring every split to the largest m_j (TODO merge)",
     why=(
         "Each split's `acc_j / l_j` is a right answer to a smaller question: attention over "
         "that split's keys alone. The whole row's softmax gives split `j` the share "
@@ -919,8 +919,9 @@ MERGE_NO_MAX_SHIFT = Trap(
         "and so is `ln sum_j exp(m_j) l_j`. In float32, `exp(x)` is inf from x = 88.7 on and "
         "0 below about -103, so a row whose scores sit near +200 divides inf by inf, and one "
         "whose scores all sit near -150 divides 0 by 0: NaN either way (and lse inf or -inf). "
-        "Scores that large are not exotic: logits grow with the head dimension and with "
-        "training. The partials were stored against their own maxima precisely so that no "
+        "Scores that large are not exotic: attention logits can grow large in training, the "
+        "reason some models cap or normalize them (Gemma 2 soft-caps its logits; ViT-22B "
+        "normalizes q and k, QK-norm, because its logits diverged). The partials were stored against their own maxima precisely so that no "
         "`exp()` of a raw score is ever taken; the merge must keep that promise by measuring "
         "from the largest `m_j`, where the largest weight is exactly 1. A maximum taken "
         "with 0 (`max(m, 0)`), or padded slots loaded as 0 instead of -inf, fails the same way "
@@ -1006,7 +1007,12 @@ LSE_BASE_2 = Trap(
         "The interface asks for the natural one, ln sum_n exp(s_n), like torch's "
         "`logsumexp`. `m + log2(L)` mixes the two (too large by 0.44 ln L), and a whole base-2 "
         "result is too large by a factor log2(e) = 1.4427. Both are exact formulas in the "
-        "wrong unit, so nothing but a comparison with the natural log catches them."
+        "wrong unit, so nothing but a comparison with the natural log catches them. It happens "
+        "in production: FlashInfer's kernels returned a base-2 log-sum-exp where "
+        "FlashAttention's is natural ([flashinfer#2113]"
+        "(https://github.com/flashinfer-ai/flashinfer/issues/2113)), and vLLM's merge, which "
+        "expects the natural one, needed a fix ([vllm#28840]"
+        "(https://github.com/vllm-project/vllm/pull/28840))."
     ),
     forms=_lse_base_2,
     invariant="lse is a natural log: ln sum_n exp(s_n).",

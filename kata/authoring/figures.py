@@ -8,7 +8,8 @@
   blocks and the rescale it causes (1 - alpha: zero where nothing happens), with the kernel's
   output checked against the same loop.
 * flash_tiling.png: 01's grid and key loop with 01's own blocks: one program's query rows, the
-  K and V tiles streaming past, what stays on chip, and how many times the grid reads K and V.
+  K and V tiles streaming past, what stays on chip, and the elements the grid moves against
+  plain attention's, whose scores and probabilities go to memory and back.
 * causal_stages.png: which key tiles 04's causal stages visit, with 04's own tiles; the stage
   bounds are read from 04's kernel source and evaluated tile by tile.
 * mma_shapes.png: the tensor-core instructions a tl.dot compiles to (read from PTX that Triton
@@ -203,6 +204,28 @@ def _arrow(ax, start, end, text="", colour="#636363", **kw) -> None:
     )
 
 
+def attention_traffic(M: int, N: int, D: int, block_m: int) -> dict[str, int]:
+    """Elements that one head's attention moves between memory and the chip. ``flash``: 01's
+    grid, which reads Q and writes out once and reads K and V once per program. ``plain``: the
+    unfused path, which reads Q, K and V and writes out once, and besides writes the scores S,
+    reads them back for the softmax, writes the probabilities P and reads them back for P @ v.
+    The terms that grow with M x N are ``kv_rereads`` (2 M N D / BLOCK_M) and ``s_and_p``
+    (4 M N); their ratio is D / (2 BLOCK_M)."""
+    programs = -(-M // block_m)
+    q_out = 2 * M * D
+    kv_rereads = 2 * programs * N * D
+    s_and_p = 4 * M * N
+    return {
+        "programs": programs,
+        "q_out": q_out,
+        "kv_rereads": kv_rereads,
+        "kv_once": 2 * N * D,
+        "s_and_p": s_and_p,
+        "flash": q_out + kv_rereads,
+        "plain": q_out + 2 * N * D + s_and_p,
+    }
+
+
 def flash_tiling(M: int = 64, N: int = 80, D: int = 16, pid: int = 1, step: int = 2) -> Path:
     """01's grid and key loop for one shape, with 01's own block sizes: program ``pid`` at key
     tile ``step``, what it keeps on chip, and how many times the grid reads K and V."""
@@ -326,23 +349,29 @@ def flash_tiling(M: int = 64, N: int = 80, D: int = 16, pid: int = 1, step: int 
         fontsize=7,
     )
 
-    reads = programs * N * D
+    io = attention_traffic(M, N, D, block_m)
+    assert io["programs"] == programs
     bottom = y_v + D + 10
     ax.text(
         x_q,
         bottom,
-        f"The grid has cdiv(M, BLOCK_M) = cdiv({M}, {block_m}) = {programs} programs, and each "
-        f"one walks all {len(tiles)} key tiles.\n"
-        f"So the grid reads K and V {programs} times each: {programs} x {N} x {D} = {reads} elements "
-        f"apiece. Q is read once and out written once\n({M * D} elements each). "
-        f"The {M} x {N} = {M * N} scores never leave the chip. "
-        f"A larger BLOCK_M means fewer programs and fewer reads of K and V.",
+        f"This grid: cdiv(M, BLOCK_M) = cdiv({M}, {block_m}) = {programs} programs, each "
+        f"walking all {len(tiles)} key tiles, so K and V are read {programs} times each "
+        f"({programs} x {N} x {D} = {programs * N * D}\nelements apiece), and Q and out move "
+        f"once ({M * D} each): {io['flash']} elements in all. The {M} x {N} scores never leave "
+        f"the chip.\n"
+        f"Plain attention reads K and V once ({io['kv_once']} in all), but writes the "
+        f"{M * N} scores S, reads them back for the softmax, writes the probabilities P\n"
+        f"and reads them back for P @ v: 4 x {M * N} = {io['s_and_p']}, so {io['plain']} "
+        f"elements in all. This grid moves {io['flash'] / io['plain']:.0%} as much.\n"
+        f"The re-reads of K and V grow as 2 M N D / BLOCK_M, S and P as 4 M N: their ratio, "
+        f"D / (2 BLOCK_M), improves as BLOCK_M grows past D.",
         va="top",
         fontsize=8.5,
     )
     ax.set(
         xlim=(x_q - 1, x_out + D + 1),
-        ylim=(bottom + 16, y_k - 8),
+        ylim=(bottom + 26, y_k - 8),
         aspect="equal",
         title=f"01's loop, M={M}, N={N}, D={D}, {block_m}x{block_n} blocks: "
         f"program pid = {pid} at key tile {step}",
@@ -546,14 +575,14 @@ def dot(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, 
 
 
 found = {}
-for arch, dtype, size, precision in json.loads(sys.argv[1]):
+for arch, dtype, size, precision, *rows in json.loads(sys.argv[1]):
     types = {"a_ptr": "*" + dtype, "b_ptr": "*" + dtype, "c_ptr": "*fp32"}
-    sizes = {"M": size, "N": size, "K": size, "P": precision}
+    sizes = {"M": rows[0] if rows else size, "N": size, "K": size, "P": precision}
     source = ASTSource(dot, signature={**types, **dict.fromkeys(sizes, "constexpr")},
                        constexprs=sizes)
     ptx = triton.compile(source, target=GPUTarget("cuda", arch, 32)).asm["ptx"]
     shapes = re.findall(r"(mma[.]sync|wgmma[.]mma_async)[.a-z]*[.]m(\\d+)n(\\d+)k(\\d+)", ptx)
-    found[f"{arch} {dtype} {size} {precision}"] = sorted({(i, *map(int, s)) for i, *s in shapes})
+    found[" ".join(map(str, [arch, dtype, size, precision, *rows]))] = sorted({(i, *map(int, s)) for i, *s in shapes})
 print(json.dumps(found))
 """
 DOT_PROBES = (  # (sm_, operand type, M = N = K, input_precision)
@@ -563,10 +592,14 @@ DOT_PROBES = (  # (sm_, operand type, M = N = K, input_precision)
     (90, "fp32", 64, "tf32"),
     (90, "fp32", 64, "ieee"),
 )
+# A single query row times a 64 x 64 tile (M = 1, N = K = 64), as 08's decoding would write it:
+# only K has a floor, and the compiler pads M up to the instruction's.
+ONE_ROW_PROBE = (90, "fp16", 64, "ieee", 1)
 
 
-def compiled_mma() -> dict[tuple, list[tuple[str, int, int, int]]]:
-    """For each of DOT_PROBES, the (instruction, m, n, k) the compiled PTX holds."""
+def compiled_mma(probes: tuple = DOT_PROBES) -> dict[tuple, list[tuple[str, int, int, int]]]:
+    """For each probe (sm_, operand type, N = K and M unless given, input_precision[, M]), the
+    (instruction, m, n, k) the compiled PTX holds."""
     import json
     import os
     import subprocess
@@ -578,7 +611,7 @@ def compiled_mma() -> dict[tuple, list[tuple[str, int, int, int]]]:
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         env["TRITON_CACHE_DIR"] = str(Path(tmp) / "cache")
         proc = subprocess.run(
-            [sys.executable, str(probe), json.dumps(DOT_PROBES)],
+            [sys.executable, str(probe), json.dumps(probes)],
             env=env,
             capture_output=True,
             text=True,
@@ -587,7 +620,7 @@ def compiled_mma() -> dict[tuple, list[tuple[str, int, int, int]]]:
     if proc.returncode != 0:
         raise RuntimeError(f"compiling the probe dots failed:\n{proc.stderr[-2000:]}")
     found = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {p: [tuple(i) for i in found[" ".join(map(str, p))]] for p in DOT_PROBES}
+    return {p: [tuple(i) for i in found[" ".join(map(str, p))]] for p in probes}
 
 
 def min_dot_k() -> dict[str, int]:
