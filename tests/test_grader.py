@@ -977,6 +977,34 @@ def test_gradescope_and_summary_say_an_exercise_was_edited_outside_its_regions(t
     assert said in " ".join(out.getvalue().split())
 
 
+def test_gradescope_says_a_misnamed_file_once_at_the_top(tmp_path):
+    """A file saved as ``03_moe_gating (1).py``: the rename is said once, in the summary; each
+    of 03's tests points there, with no TODO to revisit and no hint (its code never ran). A
+    check that ran and failed keeps its card."""
+    from grader.report import gradescope
+    from grader.report.records import Report
+
+    (tmp_path / f"{STEM['03']} (1).py").write_text(solution_text("03"))
+    missing = runner.grade_exercise(find("03"), tmp_path, "interpreter")
+    failed = _result({"causal-square": ("failed", None)}, STEM["02"])
+    report = Report(
+        target=str(tmp_path),
+        device="interpreter: cpu",
+        versions={},
+        exercises=[failed, missing],
+        duration_s=1.0,
+    )
+    out = gradescope.results(report)
+    rename = f"rename it to {STEM['03']}.py"
+    assert out["output"].count(rename) == 1
+    assert f"{STEM['03']}: not run: {STEM['03']}.py not found in " in out["output"]
+    mine = [t for t in out["tests"] if t["name"].startswith(STEM["03"])]
+    assert len(mine) == len(missing.checks) > 0
+    assert {t["output"] for t in mine} == {gradescope.NOT_RUN}
+    theirs = [t["output"] for t in out["tests"] if t["status"] == "failed" and t not in mine]
+    assert len(theirs) == 1 and "**revisit:**" in theirs[0] and "**next hint:**" in theirs[0]
+
+
 # ---- the FA3 showcase (07): graded as right or wrong by 04's checks ----------------------------
 
 HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
