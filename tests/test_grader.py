@@ -32,7 +32,7 @@ import torch
 from grader import specs
 from grader.judge import errors
 from grader.judge.traps import TRAPS
-from grader.report.records import CheckResult, ExerciseResult
+from grader.report.records import CheckResult, ExerciseResult, edits_outside
 from grader.run import runner
 from grader.specs import model
 from grader.validate import cli as validate
@@ -975,6 +975,32 @@ def test_gradescope_and_summary_say_an_exercise_was_edited_outside_its_regions(t
     out = io.StringIO()
     Printer(stream=out).exercise_done(ex)
     assert said in " ".join(out.getvalue().split())
+
+
+def test_region_lines_are_said_once():
+    """A kernel replaced whole holds a TODO's region twice at the same lines, and two TODOs can
+    share one range: each range is said once ("42-60", never "42-60 and 42-60")."""
+    from grader.report.records import line_spans, where_to_write
+
+    assert line_spans([[42, 60], [42, 60]]) == "42-60"
+    assert line_spans([[42, 60], [62, 62], [42, 60]]) == "42-60 and 62"
+    said = where_to_write(
+        {"top2-mask": [[39, 55]], "renormalize": [[39, 55]], "router": [[20, 30], [20, 30]]}
+    )
+    assert said == [
+        "TODO(top2-mask) and TODO(renormalize) are line(s) 39-55",
+        "TODO(router) is line(s) 20-30",
+    ]
+    ex = _result({})
+    ex.integrity = {
+        "ok": False,
+        "lines": [58],
+        "edited": [60],
+        "regions": {"causal-mask": [[42, 60], [42, 60]]},
+    }
+    assert edits_outside(ex).endswith(
+        "write inside the regions: TODO(causal-mask) is line(s) 42-60"
+    )
 
 
 def test_gradescope_says_a_misnamed_file_once_at_the_top(tmp_path):
