@@ -1170,6 +1170,34 @@ def test_exercise_blocks_print_in_the_order_asked_whichever_finishes_first():
     assert text.index(f"{STEM['01']}  ") < text.index(f"{STEM['03']}  ")
 
 
+def test_blocked_checks_say_what_they_wait_for_once():
+    """09's capacity checks all wait on TODO(dest-slot): the first says why in full, each of the
+    others is its WAIT line alone."""
+    import io
+
+    from grader.report.summary import Printer
+
+    blocked = ["capacity-skewed", "capacity-exact", "capacity-block-edge", "capacity-ragged"]
+    ex = _result({c: ("failed", None) for c in ["slots-e8", *blocked]}, find("09").stem)
+    for c in ex.checks:
+        if c.id in blocked:
+            c.status = "blocked"
+            c.message = (
+                "cannot be judged until TODO(dest-slot) works (slots-e8 did not pass): "
+                f"{c.id}'s slot 3 of expert 2 holds token 7 where token 9 belongs, and the "
+                "rows after it are shifted by one, so the capacity cannot be told apart"
+            )
+    out = io.StringIO()
+    Printer(stream=out).exercise_done(ex)
+    lines = out.getvalue().splitlines()
+    assert out.getvalue().count("cannot be judged until") == 1
+    first = next(i for i, ln in enumerate(lines) if "WAIT capacity-skewed" in ln)
+    assert "cannot be judged until" in lines[first + 1]
+    rows = [i for i, ln in enumerate(lines) if "WAIT" in ln]
+    assert len(rows) == 4 and rows[1:] == [rows[1], rows[1] + 1, rows[1] + 2]
+    assert rows[-1] == len(lines) - 1  # nothing follows the last WAIT line
+
+
 @slow
 def test_an_endless_loop_ticks_and_says_its_reason_once(tmp_path):
     """With a short limit: a "still running" line well before the limit, one reason for the

@@ -35,6 +35,13 @@ def ticks(limit: float | None) -> tuple[float, float]:
     return min(9.0, 0.4 * limit), min(15.0, 0.4 * limit)
 
 
+def waiting_for(message: str) -> str:
+    """What a blocked check waits for (``TODO(dest-slot)``), from its message; the whole message
+    where it names nothing."""
+    found = re.match(r"cannot be judged until (.+?) works", message)
+    return found.group(1) if found else message
+
+
 class Printer:
     def __init__(self, quiet: bool = False, stream=sys.stdout, advice: bool = True):
         self.quiet, self.stream, self.advice = quiet, stream, advice
@@ -109,6 +116,7 @@ class Printer:
         if ex.error:  # nothing could be judged: say why once
             self._wrapped(ex.error, 4)
         explained: set[str] = set()
+        waits: set[str] = set()  # what blocked checks wait for, said in full once
         # The id column is as wide as this exercise's longest id, within what the terminal allows.
         id_width = min(max((len(c.id) for c in ex.checks), default=0), max(10, self.width - 14))
         for c in ex.checks:
@@ -123,6 +131,11 @@ class Printer:
                 self._print(f"{line} {trap}".rstrip())
             if c.status == "passed" or not c.message or c.message in said:
                 continue
+            if c.status == "blocked":  # the first check waiting on a TODO says why; the rest
+                wait = waiting_for(c.message)  # are their WAIT line alone
+                if wait in waits:
+                    continue
+                waits.add(wait)
             if c.trap and c.trap in explained:
                 continue
             explained.add(c.trap or c.id)
