@@ -1170,6 +1170,38 @@ def test_exercise_blocks_print_in_the_order_asked_whichever_finishes_first():
     assert text.index(f"{STEM['01']}  ") < text.index(f"{STEM['03']}  ")
 
 
+def test_a_track_outside_the_chapter_keeps_its_own_report_and_says_it_is_not_the_chapter(tmp_path):
+    """`--track extensions` (or its exercises named) writes reports/score-extensions.json, never
+    the chapter's reports/score.json, and its total says it is not the chapter's 100."""
+    import io
+
+    from grader import cli
+    from grader.report.records import Report
+    from grader.report.summary import Printer
+    from kata.catalogue import TRACKS
+
+    reports = ROOT / "reports"
+    assert cli.default_report(TRACKS["core"]) == reports / "score.json"
+    assert cli.default_report([find("01")]) == reports / "score.json"
+    assert cli.default_report(TRACKS["extensions"]) == reports / "score-extensions.json"
+    assert cli.default_report([find("08")]) == reports / "score-extensions.json"
+    assert cli.default_report(TRACKS["performance"]) == reports / "score-performance.json"
+    assert cli.default_report(ALL_EXERCISES) == reports / "score.json"  # the chapter's in it
+    assert cli.build_parser().parse_args([]).report is None  # so the default is chosen above
+
+    extensions = [_result({}, ex.stem) for ex in TRACKS["extensions"]]
+    for ex in extensions:
+        ex.track = "extensions"
+    extensions[0].score = 0
+    report = Report(target="t", device="d", versions={}, exercises=extensions, duration_s=1.0)
+    out = io.StringIO()
+    Printer(stream=out).finish(report, tmp_path / "score-extensions.json", None)
+    chapter = sum(specs.load(ex.stem).max_score for ex in EXERCISE_LIST)
+    said = f"Extensions track score: {report.score}/{report.max_score} (not part of the chapter's {chapter})"
+    assert said in out.getvalue()
+    assert "Score:" not in out.getvalue()
+
+
 def test_blocked_checks_say_what_they_wait_for_once():
     """09's capacity checks all wait on TODO(dest-slot): the first says why in full, each of the
     others is its WAIT line alone."""
@@ -1294,4 +1326,12 @@ def test_at_full_marks_the_summary_points_to_what_comes_next(tmp_path):
     partly = Report(target="t", device="d", versions={}, exercises=done[:1], duration_s=1.0)
     out = io.StringIO()
     Printer(stream=out).finish(partly, tmp_path / "score.json", None)
-    assert "Next:" not in out.getvalue()  # one exercise done is not the chapter done
+    said = " ".join(out.getvalue().split())
+    assert "Next:" not in said  # one exercise done is not the chapter done, but what follows it:
+    assert f"01 done: next, 02 (docs/exercises/{STEM['02']}.md): `" in said
+    assert "-s grade -- 02`." in said
+    last = Report(target="t", device="d", versions={}, exercises=done[2:], duration_s=1.0)
+    out = io.StringIO()
+    Printer(stream=out).finish(last, tmp_path / "score.json", None)
+    said = " ".join(out.getvalue().split())
+    assert "03 done, the last exercise of the chapter: `" in said and "-s grade` grades" in said

@@ -107,11 +107,17 @@ def test_reset_restores_the_skeleton_and_keeps_backups(tmp_path):
 
 
 @slow
-def test_watch_grades_once_and_stops(tmp_path):
-    shutil.copy(catalogue.SOLUTIONS / catalogue.find("03").filename, tmp_path)
-    proc = run("-m", "kata.student.watch", "03", "--target", str(tmp_path), "--max-runs", "1")
+def test_watch_of_one_exercise_stops_at_full_marks_and_says_what_is_next(tmp_path):
+    """`watch -- 02` at full marks names 03 and its page and exits, where it used to watch on
+    (the timeout only bounds that hang)."""
+    shutil.copy(catalogue.SOLUTIONS / catalogue.find("02").filename, tmp_path)
+    proc = run("-m", "kata.student.watch", "02", "--target", str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "watching" in proc.stdout and "50/50" in proc.stdout
+    assert "watching" in proc.stdout and "25/25" in proc.stdout
+    said = " ".join(proc.stdout.split())
+    assert f"02 done: next, 03 (docs/exercises/{STEMS[2]}.md): `" in said
+    assert "-s watch -- 03`" in said
+    assert proc.stdout.count("=== watching") == 1
     # The backend is chosen once: its notice (on a machine without a GPU) is not repeated by
     # every grading watch starts.
     assert proc.stderr.count("no CUDA GPU found") <= 1, proc.stderr

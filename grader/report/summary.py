@@ -18,7 +18,7 @@ from grader.judge.traps import TRAPS
 from grader.report import cards
 from grader.report.records import ExerciseResult, Report, edits_outside
 from kata import commands, terminal
-from kata.catalogue import EXERCISES
+from kata.catalogue import EXERCISES, TRACKS
 from kata.student import progress
 
 WIDTH = 80  # in a pipe or file; a terminal gets its own width (kata.terminal)
@@ -40,6 +40,22 @@ def waiting_for(message: str) -> str:
     where it names nothing."""
     found = re.match(r"cannot be judged until (.+?) works", message)
     return found.group(1) if found else message
+
+
+def score_line(report: Report) -> str:
+    """``Score: 75/100``, the chapter's; a track outside it says so, so that its total is never
+    read as the chapter's: ``Extensions track score: 25/25 (not part of the chapter's 100)``."""
+    tracks = {ex.track for ex in report.exercises}
+    if len(tracks) != 1 or tracks == {"core"}:
+        return f"Score: {report.score}/{report.max_score}"
+    (track,) = tracks
+    from grader import specs
+
+    chapter = sum(specs.load(ex.stem).max_score for ex in TRACKS["core"])
+    return (
+        f"{track.capitalize()} track score: {report.score}/{report.max_score} "
+        f"(not part of the chapter's {chapter})"
+    )
 
 
 class Printer:
@@ -252,9 +268,7 @@ class Printer:
                     ):
                         self._print(line)
         self._print("-" * self.width)
-        self._print(
-            f"Score: {report.score}/{report.max_score}   ({report.device}, {report.duration_s:.0f} s)"
-        )
+        self._print(f"{score_line(report)}   ({report.device}, {report.duration_s:.0f} s)")
         self._performance(report)
         self._print(f"Report: {path}" + (f"   Gradescope: {gradescope}" if gradescope else ""))
         if html:  # a file:// address, which terminals make clickable
@@ -272,8 +286,10 @@ class Printer:
         if not self.advice:
             return None
         unfinished = [ex for ex in report.exercises if ex.score < ex.max_score]
-        if not unfinished:  # all done: what comes after, once the chapter is done
-            return progress.what_next({ex.id for ex in report.exercises})
+        if not unfinished:  # all done: what comes after the chapter, or after these exercises
+            done = [ex.id for ex in report.exercises]
+            session = "watch" if os.environ.get("KATA_SESSION") == "watch" else "grade"
+            return progress.what_next(set(done)) or progress.next_exercise(done, session)
         ex = unfinished[0]
         if ex.error:
             missing = not Path(ex.file).exists()
