@@ -292,7 +292,9 @@ def _copy_of_the_tree(dest: Path) -> Path:
 
 
 @slow
-def test_a_new_exercise_passes_the_static_checks_at_once(tmp_path):
+def test_a_new_exercise_is_consistent_at_once_and_its_placeholders_are_reported(tmp_path):
+    """A scaffold agrees with itself (every static problem is a placeholder to replace), each
+    placeholder is named by its file, and `new` lists only the files it changed."""
     tree = _copy_of_the_tree(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(tree)}
     new = [
@@ -308,6 +310,9 @@ def test_a_new_exercise_passes_the_static_checks_at_once(tmp_path):
     proc = subprocess.run(new, cwd=tree, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     stem = "10_paged_attention"
+    wrote = sorted(re.findall(r"^wrote (\S+)$", proc.stdout, re.M))
+    assert f"exercises/{stem}.py" in wrote and "kata/skeletons.json" in wrote
+    assert not [w for w in wrote if re.match(r"exercises/0\d_", w)], wrote  # unchanged ones
     for path in (
         f"solutions/{stem}.py",
         f"exercises/{stem}.py",
@@ -321,7 +326,17 @@ def test_a_new_exercise_passes_the_static_checks_at_once(tmp_path):
     assert "| `running-max-grows` |" in (tree / "docs" / "exercises" / f"{stem}.md").read_text()
     static = [sys.executable, "-m", "grader.validate", "--static"]
     proc = subprocess.run(static, cwd=tree, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "static checks: OK" in proc.stdout, proc.stdout + proc.stderr
+    problems = re.findall(r"^static: (.*(?:\n  .*)*)", proc.stdout, re.M)
+    left = [" ".join(p.split()) for p in problems]
+    placeholder = "still holds `nox -s new`'s placeholder text"
+    assert "static checks: 3 problem(s)" in proc.stdout, proc.stdout + proc.stderr
+    assert all(placeholder in p for p in left), left
+    for where in (
+        "exercises/info.toml (its hints)",
+        f"solutions/{stem}.py",
+        f"docs/exercises/{stem}.md",
+    ):
+        assert any(p.startswith(f"{stem}: {where} still holds") for p in left), (where, left)
     again = subprocess.run(new, cwd=tree, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "number 10 is taken" in again.stderr
 

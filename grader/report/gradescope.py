@@ -11,7 +11,6 @@ from pathlib import Path
 from grader.report import cards
 from grader.report.records import ExerciseResult, Report, edits_outside
 
-
 NOT_RUN = "Not run: the top of these results says why."
 
 
