@@ -58,7 +58,6 @@ class Run:
     target: Path
     report: dict | None
     gradescope: dict | None
-    seconds: float
 
     def exercise(self, number: str) -> dict:
         (found,) = [e for e in self.report["exercises"] if e["id"] == STEM[number]]
@@ -85,7 +84,6 @@ def grade(target: Path, *args: str, gradescope: bool = False, timeout: float = 6
     ]
     if gradescope:
         cmd += ["--gradescope", str(results)]
-    start = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     return Run(
         proc.returncode,
@@ -93,7 +91,6 @@ def grade(target: Path, *args: str, gradescope: bool = False, timeout: float = 6
         target,
         json.loads(report.read_text()) if report.exists() else None,
         json.loads(results.read_text()) if results.exists() else None,
-        round(time.monotonic() - start, 1),
     )
 
 
@@ -1074,41 +1071,79 @@ def test_a_gluon_kernel_is_refused_by_the_interpreter_with_its_reason(tmp_path):
     assert "grade it on a GPU" in ex["error"]
 
 
-def _hold(kind: str, name: str, seconds: float, log) -> None:
+def _hold(kind: str, name: str, log, release) -> None:
+    """Hold the GPU as a launch (shared) or a timing (to ourselves) until ``release`` is set;
+    ``log`` numbers each entry and exit in the order they happen."""
     from grader.run import timing
 
+    def say(what: str) -> None:
+        with log["lock"]:
+            log["order"].append((name, what))
+
     with timing.gpu_to_ourselves() if kind == "timing" else timing.gpu_shared():
-        log.put((time.monotonic(), name, "in"))
-        time.sleep(seconds)
-        log.put((time.monotonic(), name, "out"))
+        say("in")
+        release.wait(60)
+        say("out")  # before the lock is let go: the next holder's "in" comes after it
 
 
 def test_a_timing_has_the_gpu_to_itself(tmp_path, monkeypatch):
     """Correctness launches run together; a timing waits for those under way, and a launch that
-    comes while the timing waits (or runs) waits for it: no launch overlaps a timing."""
+    comes while the timing waits (or runs) waits for it: no launch overlaps a timing. Each
+    holder keeps the GPU until the test lets it go, so the order of events is the locks' own,
+    however slowly this machine starts processes (the waits only bound a hang)."""
+    import fcntl
     import multiprocessing
 
-    monkeypatch.setenv("KATA_TIMING_LOCK", str(tmp_path / "gpu.lock"))
+    lock = tmp_path / "gpu.lock"
+    monkeypatch.setenv("KATA_TIMING_LOCK", str(lock))
     ctx = multiprocessing.get_context("fork")
-    log = ctx.Queue()
-    plan = [
-        ("launch", "a", 1.0, 0.0),
-        ("launch", "b", 1.0, 0.1),
-        ("timing", "t", 0.5, 0.3),
-        ("launch", "c", 0.2, 0.5),
-    ]
-    procs = []
-    for kind, name, seconds, delay in plan:
-        time.sleep(delay - (plan[len(procs) - 1][3] if procs else 0.0))
-        procs.append(ctx.Process(target=_hold, args=(kind, name, seconds, log)))
-        procs[-1].start()
-    for p in procs:
-        p.join(timeout=30)
-    events = sorted(log.get(timeout=5) for _ in range(2 * len(plan)))
-    at = {(name, what): t for t, name, what in events}
-    assert at[("b", "in")] < at[("a", "out")]  # launches share the GPU
-    assert at[("t", "in")] >= max(at[("a", "out")], at[("b", "out")])  # the timing waited
-    assert at[("c", "in")] >= at[("t", "out")]  # a later launch waited for the timing
+    manager = ctx.Manager()
+    log = {"lock": manager.Lock(), "order": manager.list()}
+    release = {name: ctx.Event() for name in "abtc"}
+    procs = {}
+
+    def start(kind: str, name: str) -> None:
+        procs[name] = ctx.Process(target=_hold, args=(kind, name, log, release[name]))
+        procs[name].start()
+
+    def until(ready, what: str) -> None:
+        for _ in range(600):
+            if ready():
+                return
+            time.sleep(0.05)
+        pytest.fail(f"never happened: {what} ({list(log['order'])})")
+
+    def waiting_timing() -> bool:  # the timing holds the turnstile while it waits
+        fd = os.open(lock.with_suffix(".turnstile"), os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+
+    start("launch", "a")
+    until(lambda: ("a", "in") in log["order"], "a in")
+    start("launch", "b")
+    until(lambda: ("b", "in") in log["order"], "b in while a holds the GPU")  # shared
+    start("timing", "t")
+    until(waiting_timing, "the timing waiting")
+    start("launch", "c")
+    time.sleep(0.5)  # room for c to come in wrongly, beside a and b
+    release["a"].set()
+    release["b"].set()
+    until(lambda: ("t", "in") in log["order"], "the timing in once a and b are out")
+    release["t"].set()
+    release["c"].set()
+    for p in procs.values():
+        p.join(timeout=60)
+    order = list(log["order"])
+    manager.shutdown()
+    at = {event: n for n, event in enumerate(order)}
+    assert at[("b", "in")] < at[("a", "out")], order  # launches share the GPU
+    assert at[("t", "in")] > max(at[("a", "out")], at[("b", "out")]), order  # the timing waited
+    assert at[("c", "in")] > at[("t", "out")], order  # a later launch waited for the timing
 
 
 def test_a_lock_that_cannot_be_opened_does_not_stop_grading(tmp_path, monkeypatch):
@@ -1137,14 +1172,19 @@ def test_still_running_lines_tick_until_the_exercise_is_done():
     # The default limit's first line comes within 10 s, a short limit's well before it ends.
     assert ticks(runner.default_timeout("interpreter", find("01")))[0] <= 9
     assert ticks(None)[0] <= 9 and ticks(2.5) == (1.0, 1.0)
+    # The printer's clock is the test's: the lines depend on the times it reads, never on how
+    # fast this machine runs (its own thread ticks too, on the same clock: a line is due once).
+    now = [100.0]
     out = io.StringIO()
-    printer = Printer(stream=out)
+    printer = Printer(stream=out, clock=lambda: now[0])
     ex = find("01")
     printer.start(Path("t"), "interpreter: cpu", [ex], {ex.stem: 2.5})
     printer.exercise_started(ex)
-    time.sleep(2.3)
+    for now[0] in (100.5, 101.0, 101.5, 102.0, 102.3):
+        printer.tick()
     printer.exercise_done(_result({}, ex.stem))
-    time.sleep(1.2)  # no line once it is done
+    now[0] = 103.5
+    printer.tick()  # no line once it is done
     empty = Report(target="t", device="d", versions={}, exercises=[], duration_s=0.0)
     printer.finish(empty, Path("r.json"), None)
     lines = [ln for ln in out.getvalue().splitlines() if "still running" in ln]
@@ -1232,8 +1272,9 @@ def test_blocked_checks_say_what_they_wait_for_once():
 
 @slow
 def test_an_endless_loop_ticks_and_says_its_reason_once(tmp_path):
-    """With a short limit: a "still running" line well before the limit, one reason for the
-    exercise (its checks do not repeat it), and the reason in the page's paid rows."""
+    """With a short limit: a "still running" line before the exercise's block says it was
+    stopped, one reason for the exercise (its checks do not repeat it), and the reason in the
+    page's paid rows."""
     folder = tmp_path / "target"
     folder.mkdir()
     text = solution_text("01").replace(  # a loop that never ends, in the TODO region
@@ -1250,14 +1291,15 @@ def test_an_endless_loop_ticks_and_says_its_reason_once(tmp_path):
         stderr=subprocess.STDOUT,
         text=True,
     )
-    start, lines = time.monotonic(), []
-    for line in proc.stdout:
-        lines.append((time.monotonic() - start, line.rstrip()))
-    assert proc.wait(timeout=120) == 0
-    console = "\n".join(line for _, line in lines)
-    ticking = [t for t, line in lines if f"{STEM['01']}: still running (" in line]
-    assert ticking and ticking[0] < 10, console
-    assert "of 8 s)" in console
+    lines = [line.rstrip() for line in proc.stdout]
+    assert proc.wait(timeout=120) == 0  # only bounds a hang
+    console = "\n".join(lines)
+    # The student sees the kernel is still running before being told it was stopped (whatever
+    # the machine's load: the order of the lines, not their times).
+    ticking = [n for n, line in enumerate(lines) if f"{STEM['01']}: still running (" in line]
+    stopped = next(n for n, line in enumerate(lines) if line.startswith(f"{STEM['01']}  0/25"))
+    assert ticking and ticking[0] < stopped, console
+    assert "of 8 s)" in lines[ticking[0]]
     block = console.split("\n\n")[1]
     assert " ".join(block.split()).count("was stopped after 8 s") == 1, console
     got = json.loads(report.read_text())["exercises"][0]

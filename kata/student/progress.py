@@ -96,11 +96,13 @@ def what_next(full_marks: set[str]) -> str | None:
     return "Next: " + "; ".join(steps) + "."
 
 
-def next_exercise(done: list[str], session: str = "grade") -> str:
+def next_exercise(done: list[str], session: str = "grade") -> str | None:
     """What follows exercises at full marks (stems), for ``nox -s <session>``: ``01 done: next,
     02 (docs/exercises/02_....md): `nox -s grade -- 02`.``; after a track's last exercise, the
-    command that grades the whole track."""
+    command that grades the whole track; None where nothing was graded."""
     graded = [ex for ex in ALL_EXERCISES if ex.stem in done]
+    if not graded:  # nothing graded (or none of the catalogue's): nothing follows
+        return None
     said = ", ".join(ex.number for ex in graded)
     track = graded[-1].track
     later = [ex for ex in TRACKS[track] if ex.number > graded[-1].number and ex.stem not in done]
