@@ -1001,9 +1001,9 @@ def test_region_lines_are_said_once():
 
 
 def test_gradescope_says_a_misnamed_file_once_at_the_top(tmp_path):
-    """A file saved as ``03_moe_gating (1).py``: the rename is said once, in the summary; each
-    of 03's tests points there, with no TODO to revisit and no hint (its code never ran). A
-    check that ran and failed keeps its card."""
+    """03 saved under a browser's duplicate name (``NN_name (1).py``): the rename is said once,
+    in the summary; each of 03's tests points there, with no TODO to revisit and no hint (its
+    code never ran). A check that ran and failed keeps its card."""
     from grader.report import gradescope
     from grader.report.records import Report
 

@@ -274,7 +274,13 @@ class Printer:
                     ):
                         self._print(line)
         self._print("-" * self.width)
-        self._print(f"{score_line(report)}   ({report.device}, {report.duration_s:.0f} s)")
+        where = f"({report.device}, {report.duration_s:.0f} s)"
+        total = score_line(report)
+        if len(total) + 3 + len(where) <= self.width:
+            self._print(f"{total}   {where}")
+        else:  # a track's longer total: where it ran goes below it
+            self._print(total)
+            self._print(f"  {where}")
         self._performance(report)
         self._print(f"Report: {path}" + (f"   Gradescope: {gradescope}" if gradescope else ""))
         if html:  # a file:// address, which terminals make clickable
