@@ -49,9 +49,7 @@ def score_line(report: Report) -> str:
     if len(tracks) != 1 or tracks == {"core"}:
         return f"Score: {report.score}/{report.max_score}"
     (track,) = tracks
-    from grader import specs
-
-    chapter = sum(specs.load(ex.stem).max_score for ex in TRACKS["core"])
+    chapter = sum(todo.points for ex in TRACKS["core"] for todo in ex.todos)
     return (
         f"{track.capitalize()} track score: {report.score}/{report.max_score} "
         f"(not part of the chapter's {chapter})"
