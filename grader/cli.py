@@ -56,8 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--report",
         type=Path,
-        default=ROOT / "reports" / "score.json",
-        help="score report to write (default: reports/score.json)",
+        help="score report to write (default: reports/score.json; reports/score-<track>.json "
+        "where only the performance or the extensions track is graded)",
     )
     p.add_argument("--gradescope", type=Path, help="also write Gradescope's results.json here")
     p.add_argument(
@@ -129,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         return fail(exc.args[0])
     # Catalogue order, each once: `02 2` must not grade (and count) exercise 02 twice.
     chosen = [ex for ex in ALL_EXERCISES if ex in named] or list(TRACKS[args.track])
+    if args.report is None:
+        args.report = default_report(chosen)
     target = args.target.resolve()
     if not target.exists():
         return fail(f"target folder {args.target} does not exist")
@@ -219,6 +221,15 @@ def main(argv: list[str] | None = None) -> int:
         html = write_html(report, html)
     printer.finish(report, args.report, args.gradescope, html)
     return 0
+
+
+def default_report(chosen) -> Path:
+    """reports/score.json, or reports/score-<track>.json where every exercise graded is of one
+    track outside the chapter's: grading a track never replaces the chapter's report."""
+    tracks = {ex.track for ex in chosen}
+    (track,) = tracks if len(tracks) == 1 else ("core",)
+    name = "score.json" if track == "core" else f"score-{track}.json"
+    return ROOT / "reports" / name
 
 
 def nothing_to_grade(given: Path, target: Path, found, chosen) -> str:

@@ -32,7 +32,7 @@ import torch
 from grader import specs
 from grader.judge import errors
 from grader.judge.traps import TRAPS
-from grader.report.records import CheckResult, ExerciseResult
+from grader.report.records import CheckResult, ExerciseResult, edits_outside
 from grader.run import runner
 from grader.specs import model
 from grader.validate import cli as validate
@@ -58,7 +58,6 @@ class Run:
     target: Path
     report: dict | None
     gradescope: dict | None
-    seconds: float
 
     def exercise(self, number: str) -> dict:
         (found,) = [e for e in self.report["exercises"] if e["id"] == STEM[number]]
@@ -85,7 +84,6 @@ def grade(target: Path, *args: str, gradescope: bool = False, timeout: float = 6
     ]
     if gradescope:
         cmd += ["--gradescope", str(results)]
-    start = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     return Run(
         proc.returncode,
@@ -93,7 +91,6 @@ def grade(target: Path, *args: str, gradescope: bool = False, timeout: float = 6
         target,
         json.loads(report.read_text()) if report.exists() else None,
         json.loads(results.read_text()) if results.exists() else None,
-        round(time.monotonic() - start, 1),
     )
 
 
@@ -977,6 +974,60 @@ def test_gradescope_and_summary_say_an_exercise_was_edited_outside_its_regions(t
     assert said in " ".join(out.getvalue().split())
 
 
+def test_region_lines_are_said_once():
+    """A kernel replaced whole holds a TODO's region twice at the same lines, and two TODOs can
+    share one range: each range is said once ("42-60", never "42-60 and 42-60")."""
+    from grader.report.records import line_spans, where_to_write
+
+    assert line_spans([[42, 60], [42, 60]]) == "42-60"
+    assert line_spans([[42, 60], [62, 62], [42, 60]]) == "42-60 and 62"
+    said = where_to_write(
+        {"top2-mask": [[39, 55]], "renormalize": [[39, 55]], "router": [[20, 30], [20, 30]]}
+    )
+    assert said == [
+        "TODO(top2-mask) and TODO(renormalize) are line(s) 39-55",
+        "TODO(router) is line(s) 20-30",
+    ]
+    ex = _result({})
+    ex.integrity = {
+        "ok": False,
+        "lines": [58],
+        "edited": [60],
+        "regions": {"causal-mask": [[42, 60], [42, 60]]},
+    }
+    assert edits_outside(ex).endswith(
+        "write inside the regions: TODO(causal-mask) is line(s) 42-60"
+    )
+
+
+def test_gradescope_says_a_misnamed_file_once_at_the_top(tmp_path):
+    """03 saved under a browser's duplicate name (``NN_name (1).py``): the rename is said once,
+    in the summary; each of 03's tests points there, with no TODO to revisit and no hint (its
+    code never ran). A check that ran and failed keeps its card."""
+    from grader.report import gradescope
+    from grader.report.records import Report
+
+    (tmp_path / f"{STEM['03']} (1).py").write_text(solution_text("03"))
+    missing = runner.grade_exercise(find("03"), tmp_path, "interpreter")
+    failed = _result({"causal-square": ("failed", None)}, STEM["02"])
+    report = Report(
+        target=str(tmp_path),
+        device="interpreter: cpu",
+        versions={},
+        exercises=[failed, missing],
+        duration_s=1.0,
+    )
+    out = gradescope.results(report)
+    rename = f"rename it to {STEM['03']}.py"
+    assert out["output"].count(rename) == 1
+    assert f"{STEM['03']}: not run: {STEM['03']}.py not found in " in out["output"]
+    mine = [t for t in out["tests"] if t["name"].startswith(STEM["03"])]
+    assert len(mine) == len(missing.checks) > 0
+    assert {t["output"] for t in mine} == {gradescope.NOT_RUN}
+    theirs = [t["output"] for t in out["tests"] if t["status"] == "failed" and t not in mine]
+    assert len(theirs) == 1 and "**revisit:**" in theirs[0] and "**next hint:**" in theirs[0]
+
+
 # ---- the FA3 showcase (07): graded as right or wrong by 04's checks ----------------------------
 
 HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
@@ -1020,41 +1071,79 @@ def test_a_gluon_kernel_is_refused_by_the_interpreter_with_its_reason(tmp_path):
     assert "grade it on a GPU" in ex["error"]
 
 
-def _hold(kind: str, name: str, seconds: float, log) -> None:
+def _hold(kind: str, name: str, log, release) -> None:
+    """Hold the GPU as a launch (shared) or a timing (to ourselves) until ``release`` is set;
+    ``log`` numbers each entry and exit in the order they happen."""
     from grader.run import timing
 
+    def say(what: str) -> None:
+        with log["lock"]:
+            log["order"].append((name, what))
+
     with timing.gpu_to_ourselves() if kind == "timing" else timing.gpu_shared():
-        log.put((time.monotonic(), name, "in"))
-        time.sleep(seconds)
-        log.put((time.monotonic(), name, "out"))
+        say("in")
+        release.wait(60)
+        say("out")  # before the lock is let go: the next holder's "in" comes after it
 
 
 def test_a_timing_has_the_gpu_to_itself(tmp_path, monkeypatch):
     """Correctness launches run together; a timing waits for those under way, and a launch that
-    comes while the timing waits (or runs) waits for it: no launch overlaps a timing."""
+    comes while the timing waits (or runs) waits for it: no launch overlaps a timing. Each
+    holder keeps the GPU until the test lets it go, so the order of events is the locks' own,
+    however slowly this machine starts processes (the waits only bound a hang)."""
+    import fcntl
     import multiprocessing
 
-    monkeypatch.setenv("KATA_TIMING_LOCK", str(tmp_path / "gpu.lock"))
+    lock = tmp_path / "gpu.lock"
+    monkeypatch.setenv("KATA_TIMING_LOCK", str(lock))
     ctx = multiprocessing.get_context("fork")
-    log = ctx.Queue()
-    plan = [
-        ("launch", "a", 1.0, 0.0),
-        ("launch", "b", 1.0, 0.1),
-        ("timing", "t", 0.5, 0.3),
-        ("launch", "c", 0.2, 0.5),
-    ]
-    procs = []
-    for kind, name, seconds, delay in plan:
-        time.sleep(delay - (plan[len(procs) - 1][3] if procs else 0.0))
-        procs.append(ctx.Process(target=_hold, args=(kind, name, seconds, log)))
-        procs[-1].start()
-    for p in procs:
-        p.join(timeout=30)
-    events = sorted(log.get(timeout=5) for _ in range(2 * len(plan)))
-    at = {(name, what): t for t, name, what in events}
-    assert at[("b", "in")] < at[("a", "out")]  # launches share the GPU
-    assert at[("t", "in")] >= max(at[("a", "out")], at[("b", "out")])  # the timing waited
-    assert at[("c", "in")] >= at[("t", "out")]  # a later launch waited for the timing
+    manager = ctx.Manager()
+    log = {"lock": manager.Lock(), "order": manager.list()}
+    release = {name: ctx.Event() for name in "abtc"}
+    procs = {}
+
+    def start(kind: str, name: str) -> None:
+        procs[name] = ctx.Process(target=_hold, args=(kind, name, log, release[name]))
+        procs[name].start()
+
+    def until(ready, what: str) -> None:
+        for _ in range(600):
+            if ready():
+                return
+            time.sleep(0.05)
+        pytest.fail(f"never happened: {what} ({list(log['order'])})")
+
+    def waiting_timing() -> bool:  # the timing holds the turnstile while it waits
+        fd = os.open(lock.with_suffix(".turnstile"), os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+
+    start("launch", "a")
+    until(lambda: ("a", "in") in log["order"], "a in")
+    start("launch", "b")
+    until(lambda: ("b", "in") in log["order"], "b in while a holds the GPU")  # shared
+    start("timing", "t")
+    until(waiting_timing, "the timing waiting")
+    start("launch", "c")
+    time.sleep(0.5)  # room for c to come in wrongly, beside a and b
+    release["a"].set()
+    release["b"].set()
+    until(lambda: ("t", "in") in log["order"], "the timing in once a and b are out")
+    release["t"].set()
+    release["c"].set()
+    for p in procs.values():
+        p.join(timeout=60)
+    order = list(log["order"])
+    manager.shutdown()
+    at = {event: n for n, event in enumerate(order)}
+    assert at[("b", "in")] < at[("a", "out")], order  # launches share the GPU
+    assert at[("t", "in")] > max(at[("a", "out")], at[("b", "out")]), order  # the timing waited
+    assert at[("c", "in")] > at[("t", "out")], order  # a later launch waited for the timing
 
 
 def test_a_lock_that_cannot_be_opened_does_not_stop_grading(tmp_path, monkeypatch):
@@ -1083,14 +1172,19 @@ def test_still_running_lines_tick_until_the_exercise_is_done():
     # The default limit's first line comes within 10 s, a short limit's well before it ends.
     assert ticks(runner.default_timeout("interpreter", find("01")))[0] <= 9
     assert ticks(None)[0] <= 9 and ticks(2.5) == (1.0, 1.0)
+    # The printer's clock is the test's: the lines depend on the times it reads, never on how
+    # fast this machine runs (its own thread ticks too, on the same clock: a line is due once).
+    now = [100.0]
     out = io.StringIO()
-    printer = Printer(stream=out)
+    printer = Printer(stream=out, clock=lambda: now[0])
     ex = find("01")
     printer.start(Path("t"), "interpreter: cpu", [ex], {ex.stem: 2.5})
     printer.exercise_started(ex)
-    time.sleep(2.3)
+    for now[0] in (100.5, 101.0, 101.5, 102.0, 102.3):
+        printer.tick()
     printer.exercise_done(_result({}, ex.stem))
-    time.sleep(1.2)  # no line once it is done
+    now[0] = 103.5
+    printer.tick()  # no line once it is done
     empty = Report(target="t", device="d", versions={}, exercises=[], duration_s=0.0)
     printer.finish(empty, Path("r.json"), None)
     lines = [ln for ln in out.getvalue().splitlines() if "still running" in ln]
@@ -1116,10 +1210,71 @@ def test_exercise_blocks_print_in_the_order_asked_whichever_finishes_first():
     assert text.index(f"{STEM['01']}  ") < text.index(f"{STEM['03']}  ")
 
 
+def test_a_track_outside_the_chapter_keeps_its_own_report_and_says_it_is_not_the_chapter(tmp_path):
+    """`--track extensions` (or its exercises named) writes reports/score-extensions.json, never
+    the chapter's reports/score.json, and its total says it is not the chapter's 100."""
+    import io
+
+    from grader import cli
+    from grader.report.records import Report
+    from grader.report.summary import Printer
+    from kata.catalogue import TRACKS
+
+    reports = ROOT / "reports"
+    assert cli.default_report(TRACKS["core"]) == reports / "score.json"
+    assert cli.default_report([find("01")]) == reports / "score.json"
+    assert cli.default_report(TRACKS["extensions"]) == reports / "score-extensions.json"
+    assert cli.default_report([find("08")]) == reports / "score-extensions.json"
+    assert cli.default_report(TRACKS["performance"]) == reports / "score-performance.json"
+    assert cli.default_report(ALL_EXERCISES) == reports / "score.json"  # the chapter's in it
+    assert cli.build_parser().parse_args([]).report is None  # so the default is chosen above
+
+    extensions = [_result({}, ex.stem) for ex in TRACKS["extensions"]]
+    for ex in extensions:
+        ex.track = "extensions"
+    extensions[0].score = 0
+    report = Report(target="t", device="d", versions={}, exercises=extensions, duration_s=1.0)
+    out = io.StringIO()
+    Printer(stream=out).finish(report, tmp_path / "score-extensions.json", None)
+    chapter = sum(specs.load(ex.stem).max_score for ex in EXERCISE_LIST)
+    said = f"Extensions track score: {report.score}/{report.max_score} (not part of the chapter's {chapter})"
+    assert said in out.getvalue()
+    assert "Score:" not in out.getvalue()
+
+
+def test_blocked_checks_say_what_they_wait_for_once():
+    """09's capacity checks all wait on TODO(dest-slot): the first says why in full, each of the
+    others is its WAIT line alone."""
+    import io
+
+    from grader.report.summary import Printer
+
+    blocked = ["capacity-skewed", "capacity-exact", "capacity-block-edge", "capacity-ragged"]
+    ex = _result({c: ("failed", None) for c in ["slots-e8", *blocked]}, find("09").stem)
+    for c in ex.checks:
+        if c.id in blocked:
+            c.status = "blocked"
+            c.message = (
+                "cannot be judged until TODO(dest-slot) works (slots-e8 did not pass): "
+                f"{c.id}'s slot 3 of expert 2 holds token 7 where token 9 belongs, and the "
+                "rows after it are shifted by one, so the capacity cannot be told apart"
+            )
+    out = io.StringIO()
+    Printer(stream=out).exercise_done(ex)
+    lines = out.getvalue().splitlines()
+    assert out.getvalue().count("cannot be judged until") == 1
+    first = next(i for i, ln in enumerate(lines) if "WAIT capacity-skewed" in ln)
+    assert "cannot be judged until" in lines[first + 1]
+    rows = [i for i, ln in enumerate(lines) if "WAIT" in ln]
+    assert len(rows) == 4 and rows[1:] == [rows[1], rows[1] + 1, rows[1] + 2]
+    assert rows[-1] == len(lines) - 1  # nothing follows the last WAIT line
+
+
 @slow
 def test_an_endless_loop_ticks_and_says_its_reason_once(tmp_path):
-    """With a short limit: a "still running" line well before the limit, one reason for the
-    exercise (its checks do not repeat it), and the reason in the page's paid rows."""
+    """With a short limit: a "still running" line before the exercise's block says it was
+    stopped, one reason for the exercise (its checks do not repeat it), and the reason in the
+    page's paid rows."""
     folder = tmp_path / "target"
     folder.mkdir()
     text = solution_text("01").replace(  # a loop that never ends, in the TODO region
@@ -1136,14 +1291,15 @@ def test_an_endless_loop_ticks_and_says_its_reason_once(tmp_path):
         stderr=subprocess.STDOUT,
         text=True,
     )
-    start, lines = time.monotonic(), []
-    for line in proc.stdout:
-        lines.append((time.monotonic() - start, line.rstrip()))
-    assert proc.wait(timeout=120) == 0
-    console = "\n".join(line for _, line in lines)
-    ticking = [t for t, line in lines if f"{STEM['01']}: still running (" in line]
-    assert ticking and ticking[0] < 10, console
-    assert "of 8 s)" in console
+    lines = [line.rstrip() for line in proc.stdout]
+    assert proc.wait(timeout=120) == 0  # only bounds a hang
+    console = "\n".join(lines)
+    # The student sees the kernel is still running before being told it was stopped (whatever
+    # the machine's load: the order of the lines, not their times).
+    ticking = [n for n, line in enumerate(lines) if f"{STEM['01']}: still running (" in line]
+    stopped = next(n for n, line in enumerate(lines) if line.startswith(f"{STEM['01']}  0/25"))
+    assert ticking and ticking[0] < stopped, console
+    assert "of 8 s)" in lines[ticking[0]]
     block = console.split("\n\n")[1]
     assert " ".join(block.split()).count("was stopped after 8 s") == 1, console
     got = json.loads(report.read_text())["exercises"][0]
@@ -1212,4 +1368,12 @@ def test_at_full_marks_the_summary_points_to_what_comes_next(tmp_path):
     partly = Report(target="t", device="d", versions={}, exercises=done[:1], duration_s=1.0)
     out = io.StringIO()
     Printer(stream=out).finish(partly, tmp_path / "score.json", None)
-    assert "Next:" not in out.getvalue()  # one exercise done is not the chapter done
+    said = " ".join(out.getvalue().split())
+    assert "Next:" not in said  # one exercise done is not the chapter done, but what follows it:
+    assert f"01 done: next, 02 (docs/exercises/{STEM['02']}.md): `" in said
+    assert "-s grade -- 02`." in said
+    last = Report(target="t", device="d", versions={}, exercises=done[2:], duration_s=1.0)
+    out = io.StringIO()
+    Printer(stream=out).finish(last, tmp_path / "score.json", None)
+    said = " ".join(out.getvalue().split())
+    assert "03 done, the last exercise of the chapter: `" in said and "-s grade` grades" in said

@@ -362,3 +362,15 @@ def test_a_page_graded_by_one_check_set_badges_no_check_hidden():
     )
     ex.checks.append(public)
     assert html.render(report).count('class="tag hidden"') == 1  # the hidden one, beside it
+
+
+def test_a_hidden_checks_card_says_its_values_are_hidden_not_what_it_shows():
+    """A hidden check's message gives the inputs' shapes ("M=20, N=48, D=16"): the card says the
+    values are never shown, and never that the inputs are (which the shapes beside it contradict)."""
+    report = _report()
+    report.exercises[0].checks[0].message = "M=20, N=48, D=16, BLOCK_M=16: acc was not rescaled"
+    page = html.render(report)
+    card = page[page.index('<article class="card') : page.index("</article>")]
+    assert "M=20, N=48, D=16" in card
+    assert "(the instructor's check: its input values are never shown)" in card
+    assert "inputs are not shown" not in page and "never its inputs" not in page

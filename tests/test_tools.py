@@ -107,11 +107,17 @@ def test_reset_restores_the_skeleton_and_keeps_backups(tmp_path):
 
 
 @slow
-def test_watch_grades_once_and_stops(tmp_path):
-    shutil.copy(catalogue.SOLUTIONS / catalogue.find("03").filename, tmp_path)
-    proc = run("-m", "kata.student.watch", "03", "--target", str(tmp_path), "--max-runs", "1")
+def test_watch_of_one_exercise_stops_at_full_marks_and_says_what_is_next(tmp_path):
+    """`watch -- 02` at full marks names 03 and its page and exits, where it used to watch on
+    (the timeout only bounds that hang)."""
+    shutil.copy(catalogue.SOLUTIONS / catalogue.find("02").filename, tmp_path)
+    proc = run("-m", "kata.student.watch", "02", "--target", str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "watching" in proc.stdout and "50/50" in proc.stdout
+    assert "watching" in proc.stdout and "25/25" in proc.stdout
+    said = " ".join(proc.stdout.split())
+    assert f"02 done: next, 03 (docs/exercises/{STEMS[2]}.md): `" in said
+    assert "-s watch -- 03`" in said
+    assert proc.stdout.count("=== watching") == 1
     # The backend is chosen once: its notice (on a machine without a GPU) is not repeated by
     # every grading watch starts.
     assert proc.stderr.count("no CUDA GPU found") <= 1, proc.stderr
@@ -286,7 +292,9 @@ def _copy_of_the_tree(dest: Path) -> Path:
 
 
 @slow
-def test_a_new_exercise_passes_the_static_checks_at_once(tmp_path):
+def test_a_new_exercise_is_consistent_at_once_and_its_placeholders_are_reported(tmp_path):
+    """A scaffold agrees with itself (every static problem is a placeholder to replace), each
+    placeholder is named by its file, and `new` lists only the files it changed."""
     tree = _copy_of_the_tree(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(tree)}
     new = [
@@ -302,6 +310,9 @@ def test_a_new_exercise_passes_the_static_checks_at_once(tmp_path):
     proc = subprocess.run(new, cwd=tree, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     stem = "10_paged_attention"
+    wrote = sorted(re.findall(r"^wrote (\S+)$", proc.stdout, re.M))
+    assert f"exercises/{stem}.py" in wrote and "kata/skeletons.json" in wrote
+    assert not [w for w in wrote if re.match(r"exercises/0\d_", w)], wrote  # unchanged ones
     for path in (
         f"solutions/{stem}.py",
         f"exercises/{stem}.py",
@@ -315,7 +326,17 @@ def test_a_new_exercise_passes_the_static_checks_at_once(tmp_path):
     assert "| `running-max-grows` |" in (tree / "docs" / "exercises" / f"{stem}.md").read_text()
     static = [sys.executable, "-m", "grader.validate", "--static"]
     proc = subprocess.run(static, cwd=tree, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "static checks: OK" in proc.stdout, proc.stdout + proc.stderr
+    problems = re.findall(r"^static: (.*(?:\n  .*)*)", proc.stdout, re.M)
+    left = [" ".join(p.split()) for p in problems]
+    placeholder = "still holds `nox -s new`'s placeholder text"
+    assert "static checks: 3 problem(s)" in proc.stdout, proc.stdout + proc.stderr
+    assert all(placeholder in p for p in left), left
+    for where in (
+        "exercises/info.toml (its hints)",
+        f"solutions/{stem}.py",
+        f"docs/exercises/{stem}.md",
+    ):
+        assert any(p.startswith(f"{stem}: {where} still holds") for p in left), (where, left)
     again = subprocess.run(new, cwd=tree, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "number 10 is taken" in again.stderr
 

@@ -1,5 +1,7 @@
 """Gradescope's autograder results.json: one test per check, with the same card text as the
-HTML page (``cards``), and a summary of the score and the traps found."""
+HTML page (``cards``), and a summary of the score and the traps found. An exercise that never
+ran (its file missing or misnamed, unreadable, or refused) is explained once, in that summary;
+its tests only point there."""
 
 from __future__ import annotations
 
@@ -7,13 +9,22 @@ import json
 from pathlib import Path
 
 from grader.report import cards
-from grader.report.records import Report, edits_outside
+from grader.report.records import ExerciseResult, Report, edits_outside
+
+NOT_RUN = "Not run: the top of these results says why."
+
+
+def never_ran(ex: ExerciseResult) -> bool:
+    """No check of ``ex`` ran: each carries the exercise's own error (a missing file, say), which
+    repeated on every test, with a TODO to revisit, would send the student to the wrong place."""
+    return bool(ex.error) and all(c.status == "error" and c.message == ex.error for c in ex.checks)
 
 
 def results(report: Report) -> dict:
     """Gradescope's autograder results.json: one test per check, markdown text."""
     tests = []
     for ex in report.exercises:
+        silent = never_ran(ex)
         for c in ex.checks:
             tests.append(
                 {
@@ -21,7 +32,7 @@ def results(report: Report) -> dict:
                     "score": c.points,
                     "max_score": c.max_points,
                     "status": "passed" if c.status == "passed" else "failed",
-                    "output": cards.markdown(ex, c),
+                    "output": NOT_RUN if silent else cards.markdown(ex, c),
                     "output_format": "md",
                     "visibility": "visible",
                 }
@@ -31,8 +42,11 @@ def results(report: Report) -> dict:
     for ex in report.exercises:
         if ex.integrity and not ex.integrity["ok"]:
             lines.append(f"{ex.id}: {edits_outside(ex)}")
-        for finding in (ex.integrity or {}).get("findings", []):
+        findings = (ex.integrity or {}).get("findings", [])
+        for finding in findings:
             lines.append(f"{ex.id}: not run: {finding['message']}")
+        if never_ran(ex) and not findings:  # the findings above are its error, in full
+            lines.append(f"{ex.id}: not run: {ex.error}")
     return {
         "score": report.score,
         "execution_time": round(report.duration_s, 2),

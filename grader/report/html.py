@@ -8,7 +8,7 @@ What it shows: the score, the backend and versions; one row per check (verdict, 
 tolerance, error); for each failed check a card (the trap, the invariant that broke, the TODO to
 revisit and where it is in the file, the next hint command) with a picture of where the output
 is wrong; the exercise's warnings, integrity and output. A hidden check shows its name, verdict
-and message, never its inputs.
+and message (the inputs' shapes at most), never the input values.
 """
 
 from __future__ import annotations

@@ -42,6 +42,26 @@ def some_lines(lines: list[int], most: int = 8) -> str:
     return shown + (f" ... (and {len(lines) - most} more)" if len(lines) > most else "")
 
 
+def line_spans(places) -> str:
+    """``42-60 and 70``: a region's line ranges, each said once (a kernel replaced whole can
+    hold one TODO's region twice at the same lines)."""
+    said = dict.fromkeys(f"{a}" if a == b else f"{a}-{b}" for a, b in places)
+    return " and ".join(said)
+
+
+def where_to_write(regions: dict) -> list[str]:
+    """``TODO(a) is line(s) 62``, or ``TODO(a) and TODO(b) are line(s) 39-55`` where TODOs share
+    their lines: where each TODO's region is, each range said once."""
+    by_lines: dict[str, list[str]] = {}
+    for todo, places in regions.items():
+        by_lines.setdefault(line_spans(places), []).append(f"TODO({todo})")
+    return [
+        " and ".join(todos) + f" {'is' if len(todos) == 1 else 'are'} line(s) {lines}"
+        for lines, todos in by_lines.items()
+        if lines
+    ]
+
+
 def edits_outside(ex: ExerciseResult) -> str:
     """What the terminal, the page and Gradescope say of an exercise edited outside its TODO
     regions: where in the student's file, and where the regions are, to write there instead."""
@@ -54,11 +74,7 @@ def edits_outside(ex: ExerciseResult) -> str:
         if edited
         else f"skeleton line(s) {some_lines(integrity.get('lines', []))}"
     )
-    spans = [
-        f"TODO({todo}) is line(s) "
-        + " and ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in places)
-        for todo, places in (integrity.get("regions") or {}).items()
-    ]
+    spans = where_to_write(integrity.get("regions") or {})
     inside = f"; write inside the regions: {'; '.join(spans)}" if spans else ""
     why = zeroed(integrity)
     cost = f"; scored 0 ({why})" if why else ""

@@ -18,7 +18,7 @@ from grader.judge.traps import TRAPS
 from grader.report import cards
 from grader.report.records import ExerciseResult, Report, edits_outside
 from kata import commands, terminal
-from kata.catalogue import EXERCISES
+from kata.catalogue import EXERCISES, TRACKS
 from kata.student import progress
 
 WIDTH = 80  # in a pipe or file; a terminal gets its own width (kata.terminal)
@@ -35,9 +35,32 @@ def ticks(limit: float | None) -> tuple[float, float]:
     return min(9.0, 0.4 * limit), min(15.0, 0.4 * limit)
 
 
+def waiting_for(message: str) -> str:
+    """What a blocked check waits for (``TODO(dest-slot)``), from its message; the whole message
+    where it names nothing."""
+    found = re.match(r"cannot be judged until (.+?) works", message)
+    return found.group(1) if found else message
+
+
+def score_line(report: Report) -> str:
+    """``Score: 75/100``, the chapter's; a track outside it says so, so that its total is never
+    read as the chapter's: ``Extensions track score: 25/25 (not part of the chapter's 100)``."""
+    tracks = {ex.track for ex in report.exercises}
+    if len(tracks) != 1 or tracks == {"core"}:
+        return f"Score: {report.score}/{report.max_score}"
+    (track,) = tracks
+    chapter = sum(todo.points for ex in TRACKS["core"] for todo in ex.todos)
+    return (
+        f"{track.capitalize()} track score: {report.score}/{report.max_score} "
+        f"(not part of the chapter's {chapter})"
+    )
+
+
 class Printer:
-    def __init__(self, quiet: bool = False, stream=sys.stdout, advice: bool = True):
+    def __init__(self, quiet: bool = False, stream=sys.stdout, advice: bool = True, clock=None):
         self.quiet, self.stream, self.advice = quiet, stream, advice
+        # The "still running" lines' clock: a test passes its own, to tick without waiting.
+        self.clock = clock or time.monotonic
         self.colour = stream.isatty() and not os.environ.get("NO_COLOR")
         self.width = terminal.width() if stream.isatty() else WIDTH
         self._lock = threading.RLock()
@@ -72,7 +95,7 @@ class Printer:
     def exercise_started(self, ex) -> None:
         """Progress: graded exercises run at once; say which are under way."""
         with self._lock:
-            now = time.monotonic()
+            now = self.clock()
             self._running[ex.stem] = [now, now + ticks(self._limits.get(ex.stem))[0]]
         self._print(f"  ... {ex.stem}: running its kernel on the checks' inputs")
 
@@ -80,15 +103,19 @@ class Printer:
         """A line for each exercise still running, now and then: a kernel that never finishes
         would otherwise leave the terminal silent until its time limit."""
         while not self._stop.wait(0.25):
-            now = time.monotonic()
-            with self._lock:
-                for stem, times in self._running.items():
-                    if now < times[1]:
-                        continue
-                    limit = self._limits.get(stem)
-                    times[1] = now + ticks(limit)[1]
-                    of = f" of {limit:.0f} s" if limit else ", no time limit"
-                    self._print(f"  ... {stem}: still running ({now - times[0]:.0f} s{of})")
+            self.tick()
+
+    def tick(self) -> None:
+        """The "still running" line of each exercise whose next one is due by the clock."""
+        now = self.clock()
+        with self._lock:
+            for stem, times in self._running.items():
+                if now < times[1]:
+                    continue
+                limit = self._limits.get(stem)
+                times[1] = now + ticks(limit)[1]
+                of = f" of {limit:.0f} s" if limit else ", no time limit"
+                self._print(f"  ... {stem}: still running ({now - times[0]:.0f} s{of})")
 
     def exercise_done(self, ex: ExerciseResult) -> None:
         """Every check of one exercise; a trap's explanation only the first time it appears.
@@ -109,6 +136,7 @@ class Printer:
         if ex.error:  # nothing could be judged: say why once
             self._wrapped(ex.error, 4)
         explained: set[str] = set()
+        waits: set[str] = set()  # what blocked checks wait for, said in full once
         # The id column is as wide as this exercise's longest id, within what the terminal allows.
         id_width = min(max((len(c.id) for c in ex.checks), default=0), max(10, self.width - 14))
         for c in ex.checks:
@@ -123,6 +151,11 @@ class Printer:
                 self._print(f"{line} {trap}".rstrip())
             if c.status == "passed" or not c.message or c.message in said:
                 continue
+            if c.status == "blocked":  # the first check waiting on a TODO says why; the rest
+                wait = waiting_for(c.message)  # are their WAIT line alone
+                if wait in waits:
+                    continue
+                waits.add(wait)
             if c.trap and c.trap in explained:
                 continue
             explained.add(c.trap or c.id)
@@ -239,9 +272,13 @@ class Printer:
                     ):
                         self._print(line)
         self._print("-" * self.width)
-        self._print(
-            f"Score: {report.score}/{report.max_score}   ({report.device}, {report.duration_s:.0f} s)"
-        )
+        where = f"({report.device}, {report.duration_s:.0f} s)"
+        total = score_line(report)
+        if len(total) + 3 + len(where) <= self.width:
+            self._print(f"{total}   {where}")
+        else:  # a track's longer total: where it ran goes below it
+            self._print(total)
+            self._print(f"  {where}")
         self._performance(report)
         self._print(f"Report: {path}" + (f"   Gradescope: {gradescope}" if gradescope else ""))
         if html:  # a file:// address, which terminals make clickable
@@ -259,8 +296,10 @@ class Printer:
         if not self.advice:
             return None
         unfinished = [ex for ex in report.exercises if ex.score < ex.max_score]
-        if not unfinished:  # all done: what comes after, once the chapter is done
-            return progress.what_next({ex.id for ex in report.exercises})
+        if not unfinished:  # all done: what comes after the chapter, or after these exercises
+            done = [ex.id for ex in report.exercises]
+            session = "watch" if os.environ.get("KATA_SESSION") == "watch" else "grade"
+            return progress.what_next(set(done)) or progress.next_exercise(done, session)
         ex = unfinished[0]
         if ex.error:
             missing = not Path(ex.file).exists()

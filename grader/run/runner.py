@@ -32,7 +32,7 @@ from pathlib import Path
 
 from grader import specs
 from grader.judge import details
-from grader.report.records import CheckResult, ExerciseResult
+from grader.report.records import CheckResult, ExerciseResult, line_spans
 from grader.run import discover, isolation, launcher, process, rules, splice, timing
 from grader.specs.model import Case, Output
 from kata import skeletons, source
@@ -536,7 +536,7 @@ def _changes(found: splice.Spliced, name: str, free_form: bool = False) -> str:
     out = []
     for c in found.changes[:12]:
         spans = found.regions.get(c.todo) or []
-        inside = " and ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+        inside = line_spans(spans)
         where = f"write inside TODO({c.todo})" + (f", line(s) {inside}" if inside else "")
         what = {"changed": "changed", "added": "added", "removed": "removed"}[c.kind]
         graded = "run as written, --free-form" if free_form else "not graded"

@@ -6,7 +6,8 @@ exercises and frozen skeletons against the solutions; every spec with both check
 pays every TODO its manifest points); each TODO's regions hold the lines its comment tells the
 student to change; the galleries (every variant builds, names known traps and
 checks, and every trap has a wrong kernel expecting it); the reference fills against the
-solutions; the hints; and the generated parts of the docs.
+solutions; the hints; the placeholder text ``nox -s new`` leaves; and the generated parts of
+the docs.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from grader import specs
 from grader.judge.traps import TRAPS
 from grader.validate import gallery
 from kata import regions, skeletons
-from kata.authoring import generate
+from kata.authoring import generate, new
 from kata.catalogue import ALL_EXERCISES, EXERCISES, ROOT, SOLUTIONS
 
 DOCS = ROOT / "docs" / "exercises"
@@ -249,6 +250,7 @@ def problems(solutions: Path = SOLUTIONS) -> tuple[list[str], list[str]]:
     """(problems, notes) of the tree; an empty problem list means it is consistent."""
     notes: list[str] = []
     found = _files(notes, solutions) + _specs() + _galleries() + _regions_hold_what_todos_name()
+    found += [p for ex in ALL_EXERCISES for p in new.placeholders_left(ex)]
     try:
         from grader.specs import docs
     except ImportError:  # the docs generator is not part of every copy

@@ -7,8 +7,9 @@ same interface (the *model*): its solution with the kernel and host function ren
 marked regions kept, its public and hidden checks (the hidden gallery left empty: a gallery's
 variants are the new exercise's own mistakes), and a page with the generated table. Then it
 runs the generators, so that ``exercises/<stem>.py``, ``kata/skeletons.json`` and the docs'
-generated sections follow, and the tree passes ``validate --static`` at once. What to write
-next is printed: the kernel's idea, its regions, cases and traps, a gallery, hints, the page.
+generated sections follow; ``validate --static`` then reports only the placeholder text left to
+replace (the hints, the solution's docstring, the page's task). What to write next is printed:
+the kernel's idea, its regions, cases and traps, a gallery, hints, the page.
 """
 
 from __future__ import annotations
@@ -26,6 +27,39 @@ STEM = re.compile(r"(?P<number>\d\d)_(?P<name>[a-z][a-z0-9_]*)")
 MANIFEST = EXERCISES / "info.toml"
 SPECS = ROOT / "grader" / "specs"
 PAGES = ROOT / "docs" / "exercises"
+
+
+# The scaffold's stand-in text, which the author replaces. ``validate --static`` reports each one
+# still there (``placeholders_left``), so that a scaffold never passes for a finished exercise.
+HINTS = (
+    "The first hint: the idea the TODO needs, never the code (nox -s hint shows one level at a "
+    "time).",
+    "The second hint: closer to the code, still not the code.",
+)
+SOLUTION_NOTE = "the kernel below is still that exercise's."
+TASK = "What the kernel computes, the idea it teaches, and why it matters on a GPU."
+
+
+def placeholders_left(ex: catalogue.Exercise) -> list[str]:
+    """Where ``ex`` still holds the scaffold's stand-in text: one line per file, naming it."""
+
+    def flat(text: str) -> str:
+        return " ".join(text.split())
+
+    left = []
+    hints = [flat(level) for ladder in ex.ladders.values() for level in ladder]
+    if any(flat(h) in hints for h in HINTS):
+        left.append(f"{MANIFEST.relative_to(ROOT)} (its hints)")
+    for path, text in ((SOLUTIONS / ex.filename, SOLUTION_NOTE), (PAGES / f"{ex.stem}.md", TASK)):
+        try:
+            if flat(text) in flat(path.read_text()):
+                left.append(str(path.relative_to(ROOT)))
+        except OSError:
+            continue  # a missing file is reported on its own
+    return [
+        f"{ex.stem}: {where} still holds `nox -s new`'s placeholder text: write the exercise's own"
+        for where in left
+    ]
 
 
 class ScaffoldError(ValueError):
@@ -68,8 +102,8 @@ def solution(model: catalogue.Exercise, number: str, title: str, kernel: str, ho
     docstring = re.match(r'"""(?:.|\n)*?"""\n', text)
     head = (
         f'"""Exercise {number}: {title}.\n\n'
-        f"Scaffolded from exercise {model.stem[:2]} ({model.title}) by `nox -s new`: the kernel\n"
-        "below is still that exercise's. Make it this one's: say here what it computes and the\n"
+        f"Scaffolded from exercise {model.stem[:2]} ({model.title}) by `nox -s new`:\n"
+        f"{SOLUTION_NOTE} Make it this one's: say here what it computes and the\n"
         "idea its TODOs teach, change the kernel, and move the BEGIN/END SOLUTION markers to the\n"
         "lines the student writes.\n"
         '"""\n'
@@ -106,11 +140,7 @@ def manifest_entry(
         f'\n[[exercise]]\nstem = "{stem}"\ntitle = "{title}"\ntrack = "{track}"\n'
         f'kernel = "{kernel}"\ninterface = "{model.interface}"\n{causal}host = "{host}"\n'
         f"todos = [{todos}]\n"
-        "hints = [\n"
-        '  """The first hint: the idea the TODO needs, never the code (nox -s hint shows one \\\n'
-        'level at a time).""",\n'
-        '  """The second hint: closer to the code, still not the code.""",\n'
-        "]\n"
+        "hints = [\n" + "".join(f'  """{hint}""",\n' for hint in HINTS) + "]\n"
     )
 
 
@@ -120,7 +150,7 @@ def page(stem: str, number: str, title: str, track: str, kernel: str, model) -> 
         f"# Exercise {number}: {title}\n\n"
         f"File: `exercises/{stem}.py`, kernel `{kernel}`. Track: {track}.\n\n"
         "## The task\n\n"
-        "What the kernel computes, the idea it teaches, and why it matters on a GPU.\n\n"
+        f"{TASK}\n\n"
         "## What to fill in\n\n"
         f"{todos}\n\n"
         "## How it is graded\n\n"

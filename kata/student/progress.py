@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from kata import commands
-from kata.catalogue import EXERCISE_LIST, EXERCISES, ROOT, TRACKS, Exercise, find
+from kata.catalogue import ALL_EXERCISES, EXERCISE_LIST, EXERCISES, ROOT, TRACKS, Exercise, find
 
 REPORTS = (ROOT / "reports" / "score.json", ROOT / "reports" / "watch.json")
 
@@ -94,3 +94,25 @@ def what_next(full_marks: set[str]) -> str | None:
     if not steps:
         return "Every exercise is done."
     return "Next: " + "; ".join(steps) + "."
+
+
+def next_exercise(done: list[str], session: str = "grade") -> str | None:
+    """What follows exercises at full marks (stems), for ``nox -s <session>``: ``01 done: next,
+    02 (docs/exercises/02_....md): `nox -s grade -- 02`.``; after a track's last exercise, the
+    command that grades the whole track; None where nothing was graded."""
+    graded = [ex for ex in ALL_EXERCISES if ex.stem in done]
+    if not graded:  # nothing graded (or none of the catalogue's): nothing follows
+        return None
+    said = ", ".join(ex.number for ex in graded)
+    track = graded[-1].track
+    later = [ex for ex in TRACKS[track] if ex.number > graded[-1].number and ex.stem not in done]
+    if later:
+        ex = later[0]
+        page = ROOT / "docs" / "exercises" / f"{ex.stem}.md"
+        where = f" ({page.relative_to(ROOT).as_posix()})" if page.exists() else ""
+        return f"{said} done: next, {ex.number}{where}: `{commands.nox(session, ex.number)}`."
+    if {ex.stem for ex in TRACKS[track]} <= set(done):
+        return f"Every exercise of the {track} track is done."
+    whole = commands.nox("grade") if track == "core" else commands.nox("grade", "--track", track)
+    what = "the chapter" if track == "core" else f"the {track} track"
+    return f"{said} done, the last exercise of {what}: `{whole}` grades all of it."
