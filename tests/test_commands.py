@@ -191,6 +191,32 @@ def test_a_bad_block_is_caught(tmp_path):
     ]
 
 
+def test_no_message_hard_codes_the_venvs_nox():
+    """What grader/ and kata/ print spells nox through kata.commands (as the student started
+    it: `nox` in the activated venv), never a fixed `.venv/bin/nox`."""
+    fixed = []
+    for path in [*(ROOT / "grader").rglob("*.py"), *(ROOT / "kata").rglob("*.py")]:
+        if path == ROOT / "kata" / "commands.py":  # the one home, and its fallback
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+        }
+        fixed += [
+            f"{path.relative_to(ROOT)}:{n.lineno}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant)
+            and isinstance(n.value, str)
+            and id(n) not in docstrings
+            and re.search(r"\.venv[/\\](bin|Scripts)[/\\]nox", n.value)
+        ]
+    assert fixed == []
+
+
 def test_the_sessions_are_read_from_the_noxfile():
     known = sessions()
     assert {"grade", "run", "hint", "tests", "validate", "slurm-test", "batch"} <= known
