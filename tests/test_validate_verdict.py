@@ -97,3 +97,58 @@ def test_condensed_prints_a_shared_error_once():
         "exercise error: it does not compile (also a, b: the same error)",
         "check c ended in error: another cause",
     ]
+
+
+def test_a_trap_shared_by_both_check_sets_is_one_cause():
+    """Swapped-in solutions that fall into a trap (the 02 skeleton's, say): the trap is named
+    once, with every check that found it, hidden and public."""
+    from pathlib import Path
+
+    from grader.report.records import CheckResult, ExerciseResult
+    from grader.specs.model import Expect
+
+    ex = catalogue.find("02")
+
+    def result(*ids):
+        checks = [
+            CheckResult(
+                id=i,
+                todo="causal-mask",
+                status="failed",
+                points=0,
+                max_points=5,
+                trap="causal-mask-missing",
+                message="M=20, N=20: wrong rows\nmore",
+            )
+            for i in ids
+        ]
+        return ExerciseResult(
+            id=ex.stem, file="f", track="core", score=0, max_score=25, checks=checks
+        )
+
+    mine = Path("/mine")
+
+    def row(label, checkset, res, swapped=True):
+        return validate.Row(
+            label,
+            ex,
+            Expect(score="full"),
+            checkset=checkset,
+            folder=mine if swapped else None,
+            free_form=swapped,
+            result=res,
+            problems=["expected full marks, got 0/25"] if swapped else [],
+        )
+
+    rows = [
+        row("solutions", "hidden", result("causal-square", "causal-tiles")),
+        row("solutions [public]", "public", result("public-causal")),
+        row("02-mask-one-ahead", "hidden", result(), swapped=False),
+    ]
+    (head, closing), status = validate.verdict(rows, [], mine, 2.0)
+    assert status == 1
+    assert head == (
+        f"SOLUTIONS NOT ACCEPTED: {mine / ex.filename} (0/25) must change: the grader names "
+        "trap causal-mask-missing (checks causal-square, causal-tiles, public-causal)"
+    )
+    assert closing.startswith("the grader itself validated (1/1 rows")
