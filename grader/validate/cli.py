@@ -343,10 +343,10 @@ def verdict(
     theirs = [r for r in rows if r.swapped_solution]
     own = [r for r in rows if not r.swapped_solution]
     own_misses = [r for r in own if not r.ok]
-    refused = {r.exercise.filename: [] for r in theirs if not r.ok}
+    refused: dict[str, list[Row]] = {}  # file -> its rows that missed (hidden, public)
     for row in theirs:
-        if row.exercise.filename in refused:
-            refused[row.exercise.filename].append(row)
+        if not row.ok:
+            refused.setdefault(row.exercise.filename, []).append(row)
     tail = f"{len(problems)} static problem(s), {elapsed:.1f} s"
     if own_misses or problems or not refused:
         misses = len(own_misses) + sum(len(rs) for rs in refused.values())
