@@ -43,7 +43,7 @@ logging.getLogger("nox").addFilter(lambda record: not QUIET.match(record.getMess
 
 def _nox_as_typed() -> str:
     """How this nox was started, as a student can type it again from the clone's root: `nox`
-    when that is what PATH finds, else its path (the README's `.venv/bin/nox`)."""
+    when that is what PATH finds (the README's set-up activates .venv), else its path."""
     started = Path(sys.argv[0])
     if started.name == "__main__.py":  # python -m nox
         program, tail = Path(sys.executable), " -m nox"
@@ -61,7 +61,7 @@ def _nox_as_typed() -> str:
         return f"{shlex.quote(str(program))}{tail}"
 
 
-# kata.commands spells every command the kata prints with it ("Stuck? .venv/bin/nox -s hint").
+# kata.commands spells every command the kata prints with it ("Stuck? nox -s hint -- 01").
 os.environ.setdefault("KATA_NOX", _nox_as_typed())
 
 # module to import -> what pip installs when it is missing
@@ -114,10 +114,24 @@ def _env_python(session: nox.Session, extra: dict[str, str] | None = None) -> st
     probe = "import importlib.util as u, sys; print(*[m for m in sys.argv[1:] if u.find_spec(m) is None])"
     missing = session.run(str(python), "-c", probe, *wanted, silent=True, log=False).split()
     if missing:
+        # One line, not pip's thirty: its output is shown only if it fails.
+        session.log(
+            f"installing {', '.join(missing)} into {ENV.relative_to(ROOT)} (the first run: "
+            "about a minute, longer on a slow network)"
+        )
         if session.run(str(python), "-c", probe, "pip", silent=True, log=False).strip():
-            session.run(str(python), "-m", "ensurepip", "--default-pip")
+            session.run(str(python), "-m", "ensurepip", "--default-pip", silent=True, log=False)
         specs = [arg for module in missing for arg in shlex.split(wanted[module])]
-        session.run(str(python), "-m", "pip", "install", "--disable-pip-version-check", *specs)
+        session.run(
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            *specs,
+            silent=True,
+            log=False,
+        )
     return str(python)
 
 
@@ -191,7 +205,7 @@ if (ROOT / "solutions").is_dir():
 
     @nox.session
     def tests(session: nox.Session) -> None:
-        """The repository's own tests, the static checks and ruff (about 3 min on 2 cores).
+        """The repository's own tests, the static checks and ruff (about 4 min, 2 idle cores).
         Not here: `nox -s validate` (every gallery kernel graded), `nox -s e2e`."""
         python = _env_python(session, {**DEV, **TEST})
         if session.posargs:
@@ -218,7 +232,8 @@ if (ROOT / "solutions").is_dir():
 
     @nox.session
     def validate(session: nox.Session) -> None:
-        """Prove the grader: the tree consistent, solutions 100, skeletons 0, galleries judged."""
+        """Prove the grader: solutions 100, skeletons 0, galleries judged (10-12 min, 2 idle cores).
+        Before them the static checks: the tree consistent (`-- --static`: only those)."""
         session.run(_env_python(session), "-m", "grader.validate", *session.posargs)
 
     @nox.session

@@ -17,3 +17,9 @@ One folder per stage, in the order a grading passes through them:
 
 ``cli`` is ``python -m grader``.
 """
+
+from kata import environment as _environment
+
+# `python -m grader.validate` (or any grader module) run by a Python without torch, triton and
+# numpy: rerun with .nox/kata's Python, or one line saying what to run, never a traceback.
+_environment.guard(__name__)

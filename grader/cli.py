@@ -8,7 +8,6 @@ file, a backend that is not available).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -152,12 +151,11 @@ def main(argv: list[str] | None = None) -> int:
     elif found.folder is None:  # nothing to grade: say what is there, and write nothing
         return fail(nothing_to_grade(args.target, target, found, chosen))
 
-    # module -> the package pip installs it from
-    needed = {n: n for n in ("torch", "triton", "numpy", "pytest")}
-    needed["pytest_jsonreport"] = "pytest-json-report"
-    missing = [m for m in needed if importlib.util.find_spec(m) is None]
+    from kata import environment
+
+    missing = environment.missing()
     if missing:
-        packages = [needed[m] for m in missing]
+        packages = [environment.RUNTIME[m] for m in missing]
         return fail(f"missing Python packages: {', '.join(missing)} ({commands.install(packages)})")
 
     from kata import runtime

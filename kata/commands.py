@@ -1,10 +1,11 @@
 """Commands as a student can paste them.
 
-The README installs nox into ``.venv/bin``, so a bare ``nox -s hint -- 01`` is "command not
-found" unless the student activated that venv. Every command the kata prints is spelled here:
-the noxfile passes how nox was started (``KATA_NOX``: ``nox`` when that is what is on PATH,
-else ``.venv/bin/nox``, relative to the clone's root); without it (``python -m kata.student.hints``),
-``nox`` if it is on PATH, else the README's ``.venv/bin/nox`` when it exists.
+The README's set-up installs nox into ``.venv`` and activates it, so the docs write a bare
+``nox -s hint -- 01``. Every command the kata prints is spelled here, as the student can type it
+again: the noxfile passes how nox was started (``KATA_NOX``: ``nox`` when that is what is on
+PATH, as it is in the activated venv, else its path, such as ``.venv/bin/nox``); without it
+(``python -m kata.student.hints``), ``nox`` if it is on PATH, else ``.venv/bin/nox`` when it
+exists (a new terminal where ``.venv`` is not active yet), else ``nox``.
 """
 
 from __future__ import annotations

@@ -18,10 +18,8 @@ one; ``BACKEND``, ``DEVICE`` and ``INTERPRETER`` hold it in this process.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
-import shutil
 import sys
 from pathlib import Path
 
@@ -102,28 +100,20 @@ def _warn_old_interpreter() -> None:
 
 def _use_the_kata_environment() -> None:
     """``python3 exercises/01_....py`` from a fresh clone runs a Python without torch. Rerun the
-    file with the kata's environment when the README's first command has made it; otherwise
-    say in one line what to run, instead of a double traceback ending in "No module named
-    'torch'". Only for a kernel file run as a script: the grader and the tests report missing
-    packages themselves."""
-    missing = [m for m in ("torch", "triton") if importlib.util.find_spec(m) is None]
+    file with the kata's environment when the README's set-up has made it; otherwise say in one
+    line what to run, instead of a double traceback ending in "No module named 'torch'". Only
+    for a kernel file run as a script: the grader and the tests report missing packages
+    themselves (kata.environment, their one home)."""
+    from kata import environment
+
+    missing = environment.missing(("torch", "triton"))
     script = getattr(sys.modules.get("__main__"), "__file__", None) or ""
     if not missing or not re.fullmatch(r"\d\d_\w+\.py", Path(script).name):
         return
     from kata import commands
 
-    env_python = ROOT / ".nox" / "kata" / "bin" / "python"
-    if env_python.exists() and not os.environ.get("KATA_REEXEC"):
-        print(
-            f"kata: {sys.executable} has no {missing[0]}; running {Path(script).name} with "
-            f"{env_python.relative_to(ROOT)}, the kata's environment",
-            file=sys.stderr,
-        )
-        os.environ["KATA_REEXEC"] = "1"  # once: never loop if that environment lacks it too
-        os.execv(env_python, [str(env_python), script, *sys.argv[1:]])
-    run = f"`{commands.nox('run', Path(script).name[:2])}`"
-    if commands.nox_program() == "nox" and not shutil.which("nox"):  # no nox at all yet
-        run = f"the README's first command, then {run.replace('nox', '.venv/bin/nox', 1)}"
+    environment.rerun(Path(script).name, [script, *sys.argv[1:]])
+    run = environment.step(commands.nox("run", Path(script).name[:2]))
     raise SystemExit(
         f"{Path(script).name} needs {' and '.join(missing)}, which {sys.executable} "
         f"does not have. Run {run}: it installs them and runs this example."

@@ -53,8 +53,9 @@ def markdown(ex: ExerciseResult, check: CheckResult) -> str:
     """A check's text for Gradescope (markdown): the card's lines, then the message."""
     if check.status == "passed":
         return ""
-    # Gradescope is read away from the student's clone: spell the hint as the README installs nox.
-    card = fields(ex, check, hint=f".venv/bin/nox -s hint -- {ex.id[:2]}")
+    # Gradescope is read away from the student's clone: spell the hint as the docs do (the
+    # README's set-up activates .venv, which puts nox on PATH).
+    card = fields(ex, check, hint=f"nox -s hint -- {ex.id[:2]}")
     lines = []
     if check.status == "blocked":
         lines.append("*not judged yet*")

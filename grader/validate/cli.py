@@ -121,6 +121,11 @@ class Row:
     def ok(self) -> bool:
         return self.result is not None and not self.problems
 
+    @property
+    def swapped_solution(self) -> bool:
+        """A row that grades the instructor's swapped-in solutions, not the grader's own files."""
+        return self.folder is not None and self.free_form and self.label.startswith("solutions")
+
 
 def _baseline_rows(ex: Exercise, solutions: Path) -> list[Row]:
     """Solutions full, the frozen skeleton 0 with its traps: with the hidden and public checks."""
@@ -128,20 +133,23 @@ def _baseline_rows(ex: Exercise, solutions: Path) -> list[Row]:
 
     rows = []
     skeleton = skeletons.pristine(ex.stem).text
+    swapped = solutions.resolve() != SOLUTIONS.resolve()
     for checkset in specs.CHECKSETS:
         spec = specs.load(ex.stem, checkset)
         tag = "" if checkset == "hidden" else " [public]"
-        rows.append(
-            Row(
-                f"solutions{tag}",
-                ex,
-                Expect(score="full", integrity=None),
-                checkset=checkset,
-                folder=solutions,
-                any_notes=True,
-                free_form=solutions.resolve() != SOLUTIONS.resolve(),
+        # A swapped-in folder without this exercise: a note (static), not a row that must miss.
+        if not swapped or (solutions / ex.filename).is_file():
+            rows.append(
+                Row(
+                    f"solutions{tag}",
+                    ex,
+                    Expect(score="full", integrity=None),
+                    checkset=checkset,
+                    folder=solutions,
+                    any_notes=True,
+                    free_form=swapped,
+                )
             )
-        )
         rows.append(
             Row(
                 f"skeleton{tag}",
@@ -267,11 +275,101 @@ def format_row(row: Row, verbose: bool = False) -> str:
     lines += [" " * indent + extra for extra in trap_lines[1:]]
     if verbose and row.why:
         lines += textwrap.wrap(row.why, WIDTH - 4, initial_indent="    ", subsequent_indent="    ")
-    for problem in row.problems:
+    for problem in condensed(row.problems):
         lines += textwrap.wrap(
-            problem, WIDTH - 6, initial_indent="    ! ", subsequent_indent="      "
+            problem,
+            WIDTH - 6,
+            initial_indent="    ! ",
+            subsequent_indent="      ",
+            break_on_hyphens=False,
         )
     return "\n".join(lines)
+
+
+_IN_ERROR = re.compile(r"(exercise error|check (\S+) ended in error): (.*)", re.S)
+
+
+def condensed(problems: list[str]) -> list[str]:
+    """``problems`` with each error message once: a compile error that stops every check is
+    the exercise's error and each check's, and reads better once than six times."""
+    out, seen = [], {}  # message -> index in out of the line that printed it
+    same: dict[int, list[str]] = {}
+    for problem in problems:
+        m = _IN_ERROR.fullmatch(problem)
+        if not m:
+            out.append(problem)
+        elif m[3] not in seen:
+            seen[m[3]] = len(out)
+            out.append(problem)
+        else:
+            same.setdefault(seen[m[3]], []).append(m[2] or "the exercise")
+    for at, checks in same.items():
+        out[at] += f" (also {', '.join(checks)}: the same error)"
+    return out
+
+
+def _causes(rows: list[Row]) -> list[str]:
+    """Why one swapped-in solution file (its hidden and public rows) misses full marks, each
+    cause once: the exercise's error, else the traps named and the checks failed."""
+    causes: dict[str, list[str]] = {}  # cause -> checks it covers
+    for row in rows:
+        res = row.result
+        if res is None or res.error:
+            causes.setdefault(res.error if res else "; ".join(row.problems), [])
+            continue
+        for c in res.checks:
+            if c.note or c.status == "passed":
+                continue
+            first = c.message.strip().splitlines()[0] if c.message.strip() else c.status
+            key = f"the grader names trap {c.trap}" if c.trap else first
+            causes.setdefault(key, []).append(c.id)
+        if not causes:  # full marks, yet a miss: say what the judge said
+            for problem in row.problems:
+                causes.setdefault(problem, [])
+    return [
+        f"{cause} (check{'s' if len(ids) > 1 else ''} {', '.join(dict.fromkeys(ids))})"
+        if ids
+        else cause
+        for cause, ids in causes.items()
+    ]
+
+
+def verdict(
+    rows: list[Row], problems: list[str], solutions: Path, elapsed: float
+) -> tuple[list[str], int]:
+    """The closing lines and the exit status. When only swapped-in solutions miss, the headline
+    says so, names each file with what in it must change (each cause once), and says that the
+    grader itself was validated."""
+    theirs = [r for r in rows if r.swapped_solution]
+    own = [r for r in rows if not r.swapped_solution]
+    own_misses = [r for r in own if not r.ok]
+    refused: dict[str, list[Row]] = {}  # file -> its rows that missed (hidden, public)
+    for row in theirs:
+        if not row.ok:
+            refused.setdefault(row.exercise.filename, []).append(row)
+    tail = f"{len(problems)} static problem(s), {elapsed:.1f} s"
+    if own_misses or problems or not refused:
+        misses = len(own_misses) + sum(len(rs) for rs in refused.values())
+        head = "grader validated" if not misses and not problems else "GRADER NOT VALIDATED"
+        lines = [f"{head}: {len(rows) - misses}/{len(rows)} rows OK, {tail}"]
+        if refused:
+            lines.append(f"(the swapped-in solutions also miss: {', '.join(refused)})")
+        return lines, 1 if misses or problems else 0
+    lines = []
+    for filename, file_rows in refused.items():
+        res = file_rows[0].result
+        score = f"{res.score}/{res.max_score}" if res else "not graded"
+        lines.append(
+            f"SOLUTIONS NOT ACCEPTED: {solutions / filename} ({score}) must change: "
+            + "; ".join(_causes(file_rows))
+        )
+    accepted = sorted({r.exercise.filename for r in theirs} - set(refused))
+    lines.append(
+        f"the grader itself validated ({len(own)}/{len(own)} rows of its own skeletons and "
+        f"galleries OK, {tail})"
+        + (f"; accepted from {solutions}: {', '.join(accepted)}" if accepted else "")
+    )
+    return lines, 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -354,14 +452,11 @@ def main(argv: list[str] | None = None) -> int:
         on_done=lambda row: print(format_row(row, args.verbose), flush=True),
     )
     elapsed = time.monotonic() - start
-    misses = [row for row in rows if not row.ok]
     print("-" * WIDTH)
-    verdict = "grader validated" if not misses and not problems else "GRADER NOT VALIDATED"
-    print(
-        f"{verdict}: {len(rows) - len(misses)}/{len(rows)} rows OK, "
-        f"{len(problems)} static problem(s), {elapsed:.1f} s"
-    )
-    return 1 if misses or problems else 0
+    lines, status = verdict(rows, problems, args.solutions, elapsed)
+    for line in lines:
+        print(textwrap.fill(line, WIDTH, subsequent_indent="  "))
+    return status
 
 
 if __name__ == "__main__":
