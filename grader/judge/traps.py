@@ -1152,6 +1152,14 @@ DISPATCH_RANK_RESTARTS = Trap(
     forms=_rank_restarts,
     invariant="An expert's ranks run 0, 1, 2, ... across every block of pairs, without a "
     "repeat or a gap.",
+    messages=(
+        "The ranks are right inside each block of pairs, but start again at 0 in every block: "
+        "nothing carried the count of the earlier blocks' pairs, so an expert's pairs in "
+        "different blocks share rows. Carry that count (seen) into each block: TODO(dest-slot).",
+        "The ranks are right inside each block of pairs, but each block's own pairs were added "
+        "to the carry before ranking them, so every block after the first skips rows. Rank the "
+        "block first, then add its pairs to the carry (seen): TODO(dest-slot).",
+    ),
 )
 DISPATCH_NOT_TOKEN_ORDER = Trap(
     id="dispatch-not-token-order",
@@ -1166,15 +1174,16 @@ DISPATCH_NOT_TOKEN_ORDER = Trap(
         "Any order inside an expert's block gives a grouped GEMM the same products, so an "
         "atomic counter (`tl.atomic_add` on a per-expert count, each pair taking the next "
         "free row) looks like a fine way to hand out rows. But the order it gives is the "
-        "order in which threads reach the counter, different from run to run, and with a "
-        "capacity it also decides *which* pairs a full expert drops: the same batch would "
+        "order in which threads reach the counter, possibly different each run, and with a "
+        "capacity it also decides *which* pairs a full expert drops: the same batch could "
         "route differently twice. The kata's layout is deterministic: an expert's pairs in "
-        "token order (lowest token first), and an expert past its capacity keeps its "
-        "lowest-token pairs. The CPU interpreter runs programs and lanes in a fixed order, "
-        "where an atomic counter happens to give token order, while a GPU does not; so the "
-        "grader's static screen refuses `tl.atomic_*` in this exercise on both backends "
-        "alike, naming this trap, and the checks name it for any other order (a reversed "
-        "one, say)."
+        "(token, choice) order, and an expert past its capacity keeps the first of them, "
+        'the rule of DeepSpeed\'s `drop_policy="position"`. (GShard ranks every first '
+        "choice before any second choice: another fixed order, which drops other pairs.) "
+        "The CPU interpreter runs programs and lanes in a fixed order, where an atomic "
+        "counter happens to give token order, while a GPU does not; so the grader's static "
+        "screen refuses `tl.atomic_*` in this exercise on both backends alike, naming this "
+        "trap, and the checks name it for any other order (a reversed one, say)."
     ),
     forms=_not_token_order,
     invariant="Inside expert e's block, its pairs appear in token order: lowest token first.",
@@ -1221,6 +1230,14 @@ CAPACITY_OFF_BY_ONE = Trap(
     forms=_capacity_off_by_one,
     invariant="An expert keeps exactly min(routed, CAPACITY) pairs: those of rank 0 .. "
     "CAPACITY - 1.",
+    messages=(
+        "Each expert over capacity keeps one pair too many, CAPACITY + 1: ranks count from 0, "
+        "so the pairs kept are those of rank 0 .. CAPACITY - 1 (rank < CAPACITY, not <=). "
+        "Check the comparison in TODO(capacity-drop).",
+        "Each expert routed CAPACITY pairs or more keeps one pair too few, CAPACITY - 1: ranks "
+        "count from 0, so the pairs kept are those of rank 0 .. CAPACITY - 1, and the test is "
+        "rank < CAPACITY. Check the comparison in TODO(capacity-drop).",
+    ),
 )
 
 # fmt: off
