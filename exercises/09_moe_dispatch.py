@@ -15,11 +15,13 @@ buffer. This kernel builds that layout:
   the combine step scatters the results back by ``slot``).
 
 The order inside an expert's block is part of the answer. An expert over its capacity keeps its
-*first* CAPACITY pairs in token order and drops the rest, so that the same batch always drops
-the same tokens: a run that trains or serves twice must route the same way twice. Slots handed
+*first* CAPACITY pairs in (token, choice) order and drops the rest, so that the same batch
+always drops the same pairs: a run that trains or serves twice must route the same way twice.
+This is DeepSpeed's ``drop_policy="position"``; GShard's top-2 gating ranks every first choice
+before any second choice instead, and drops other pairs (the page shows which). Slots handed
 out by an atomic counter (each pair taking "the next free row" of its expert) come out in
-whatever order the GPU's threads happen to arrive: right counts, a valid permutation, and a
-different one on every run, which also changes *which* pairs a full expert drops. Here a
+whatever order the GPU's threads happen to arrive: right counts, a valid permutation, and
+possibly a different one each run, which also changes *which* pairs a full expert drops. Here a
 pair's rank is a prefix sum (``tl.cumsum``) over the pairs in token order, so the layout is one
 answer, the same on every run and every GPU. (Atomics are not allowed in this file: the
 grader's static screen refuses them, on the CPU interpreter and on the GPU alike.)
@@ -27,13 +29,13 @@ grader's static screen refuses them, on the CPU interpreter and on the GPU alike
 One program per expert, two passes over all M * K pairs. The first counts every expert's
 pairs (a histogram): each program needs the counts of the experts before its own to know where
 its block begins, and a program cannot wait for another, so every program computes the whole
-histogram, E times the same O(M * K) work. A production dispatch splits this into kernels that
-share the work instead: a count kernel over token blocks (a histogram per block), a scan of the
-per-block counts (global offsets, and each block's starting rank within each expert), then a
-scatter kernel over token blocks that writes every pair's slot. That is three launches and
-many more programs, where this one kernel is the smallest deterministic layout, and grading
-runs it as it stands. The second pass walks the pairs again in blocks of BLOCK and ranks
-expert e's pairs, carrying the count of earlier blocks (``seen``) across iterations.
+histogram, E times the same O(M * K) work. At scale the work is shared: the textbook way is a
+radix-sort pass (a count kernel over token blocks, a scan of the per-block counts, a scatter
+kernel); vLLM and SGLang pad each expert's block to the GEMM tile and scatter with an atomic
+counter, which they can afford because they drop nothing; MegaBlocks sorts the pairs by expert.
+The page's "What libraries do" says more. This one kernel is the smallest deterministic layout,
+and grading runs it as it stands. The second pass walks the pairs again in blocks of BLOCK and
+ranks expert e's pairs, carrying the count of earlier blocks (``seen``) across iterations.
 
 Reference: ``kata.oracles.moe_dispatch(idx, E, CAPACITY)``.
 Run ``python 09_moe_dispatch.py`` for the worked example.

@@ -126,3 +126,17 @@ def moe_dispatch(idx, E: int, capacity: int) -> dict[str, np.ndarray]:
         "slot": slot.reshape(np.shape(idx)),
         "token_of_slot": token_of_slot,
     }
+
+
+def dropped_pairs(idx, E: int, capacity: int, first_choices_first: bool = False) -> list:
+    """The (token, choice) pairs that full experts drop. The kata's rule ranks the pairs in
+    (token, choice) order (DeepSpeed's ``drop_policy="position"``); ``first_choices_first``
+    ranks every token's first choice before any second choice, as GShard's top-2 gating does
+    (fairscale ``top2gate``, DeepSpeed ``top2gating``). That is only another flattening of
+    ``idx``: its transpose, in (choice, token) order."""
+    idx = np.asarray(idx)
+    if first_choices_first:
+        slot = moe_dispatch(idx.T, E, capacity)["slot"].T
+    else:
+        slot = moe_dispatch(idx, E, capacity)["slot"]
+    return [(int(t), int(k)) for t, k in np.argwhere(slot < 0)]

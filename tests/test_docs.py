@@ -725,6 +725,65 @@ def test_the_quoted_tl_sort_and_tl_topk():
     assert list(inspect.signature(tl.topk.fn).parameters) == ["x", "k", "dim", "descending"]
 
 
+# ---- 09's drop rules ------------------------------------------------------------------------
+
+
+def _gshard_dropped(idx, E: int, capacity: int) -> list:
+    """GShard's top-2 rule as fairscale's top2gate writes it, independently of the oracle:
+    locations1 = cumsum(mask1) - 1, locations2 = cumsum(mask2) - 1 + sum(mask1), and a choice
+    is dropped at a location >= capacity."""
+    import numpy as np
+
+    mask1, mask2 = (np.eye(E, dtype=np.int64)[np.asarray(idx)[:, k]] for k in (0, 1))
+    locations1 = np.cumsum(mask1, axis=0) - 1
+    locations2 = np.cumsum(mask2, axis=0) - 1 + mask1.sum(axis=0)
+    dropped = []
+    for t in range(len(idx)):
+        for k, (mask, where) in enumerate(((mask1, locations1), (mask2, locations2))):
+            if (where[t] * mask[t]).sum() >= capacity:
+                dropped.append((t, k))
+    return dropped
+
+
+def test_first_choice_priority_is_gshards_rule():
+    """The oracle's first-choice priority (idx transposed) drops what GShard's formula drops."""
+    import numpy as np
+
+    from kata import oracles
+
+    rng = np.random.default_rng(23)
+    for M, E, capacity in [(12, 4, 5), (30, 6, 7), (64, 8, 10), (9, 3, 2)]:
+        idx = np.argsort(rng.standard_normal((M, E)), axis=1)[:, :2]
+        ours = oracles.dropped_pairs(idx, E, capacity, first_choices_first=True)
+        assert ours == _gshard_dropped(idx, E, capacity)
+
+
+def test_09s_page_names_the_pairs_each_rule_drops():
+    """The table under "Which pairs a full expert drops", recomputed on the worked example."""
+    import torch
+
+    from kata import oracles
+
+    torch.manual_seed(0)
+    idx = torch.topk(torch.randn(12, 4), 2, dim=-1).indices.numpy()
+    page = (ROOT / "docs" / "exercises" / f"{catalogue.find('09').stem}.md").read_text()
+    table = page.split("<!-- drop rules: worked example -->")[1].split("\n\n")[0]
+    rows = dict(line.strip("|").split("|")[:2] for line in table.splitlines()[2:])
+    quoted = {rule.strip(): re.findall(r"\((\d+), (\d+)\)", pairs) for rule, pairs in rows.items()}
+    kata = oracles.dropped_pairs(idx, 4, 5)
+    gshard = oracles.dropped_pairs(idx, 4, 5, first_choices_first=True)
+    assert kata != gshard
+    for rule, want in (
+        ("the kata's: (token, choice) order", kata),
+        ("GShard's: first choices first", gshard),
+    ):
+        assert [(int(t), int(k)) for t, k in quoted[rule]] == want, rule
+    # The sentences after it: token 11 loses its first choice only under the kata's rule.
+    assert (11, 0) in kata and (11, 0) not in gshard and (8, 1) in gshard and (8, 1) not in kata
+    assert "token 11 loses its first choice, expert 1" in " ".join(page.split())
+    assert idx[11, 0] == 1 and idx[8, 1] == 1
+
+
 # ---- figures quoted from the code ------------------------------------------------------------
 
 

@@ -158,3 +158,51 @@ def test_a_one_row_dot_compiles_as_08s_page_says():
     )
     assert "one row fills 1 of an MMA instruction's 16 rows" in page
     assert "at least 16 rows" not in page
+
+
+def test_09s_ranking_replays_the_solutions_loop():
+    """The figure's numbers come from the solution's own statements, run block by block: for
+    every expert of random routings (blocks of 4, 8 and 16 pairs, capacities that drop), the
+    slots they give are the oracle's, and the scan they take is the inclusive one."""
+    import numpy as np
+
+    from kata import oracles
+
+    code = figures.ranking_of_09()
+    assert code["offset"] and any("tl.cumsum" in line for line in code["loop"])
+    rng = np.random.default_rng(9)
+    for M, E, K, capacity, block in [(12, 4, 2, 5, 8), (19, 5, 3, 4, 4), (40, 8, 2, 7, 16)]:
+        idx = np.argsort(rng.standard_normal((M, E)), axis=1)[:, :K]
+        right = oracles.moe_dispatch(idx, E, capacity)["slot"].reshape(-1)
+        flat = idx.reshape(-1)
+        for e in range(E):
+            for step in figures.ranking_steps(idx, E, capacity, e, block):
+                assert np.array_equal(step["cumsum"], np.cumsum(step["hit"]))
+                mine = step["pairs"][step["hit"] == 1]
+                assert (flat[mine] == e).all()
+                got = np.where(step["keep"], step["row"], -1)[step["hit"] == 1]
+                assert np.array_equal(got, right[mine]), (M, E, K, e)
+
+
+def test_dispatch_ranking_is_drawn_and_its_caption_says_what_it_shows(drawn_elsewhere):
+    import numpy as np
+
+    assert _is_png(figures.dispatch_ranking())
+    shape = _defaults(figures.dispatch_ranking)
+    expert, block = shape["expert"], shape["block"]
+    idx, E, capacity = figures.worked_example_routing_of_09()
+    steps = figures.ranking_steps(idx, E, capacity, expert, block)
+    routed = sum(int(s["hit"].sum()) for s in steps)
+    dropped = sum(int((s["hit"].astype(bool) & ~s["keep"]).sum()) for s in steps)
+    assert [s["seen"][0] for s in steps][1:] == [s["seen"][1] for s in steps][:-1]
+    page = _text(DOCS / "exercises" / f"{catalogue.find('09').stem}.md")
+    # The routing drawn is the page's worked example, row for row of its table.
+    row = page.split("| experts (`idx`) |")[1].split("| rows")[0]
+    quoted = [[int(x) for x in cell.split(",")] for cell in row.strip(" |").split(" | ")]
+    assert np.array_equal(idx, np.array(quoted))
+    assert "![09's ranking, block by block](../figures/dispatch_ranking.png)" in page
+    assert (
+        f"run on the worked example with `BLOCK = {block}` for expert {expert} ({routed} pairs, "
+        f"the last {dropped} dropped)" in page
+    )
+    assert f"with `CAPACITY = {capacity}` (seed 0)" in page

@@ -706,11 +706,37 @@ def test_validate_exit_codes(monkeypatch, capsys):
     assert "rotten-edit" in out and "MISS" in out and "not found" in out
 
 
+def test_dispatch_evidence_counts_one_row_and_one_pair_in_the_singular():
+    """09's evidence says "1 row ... was written" and "(1 pair)", "2 rows ... were" (L4)."""
+    import numpy as np
+
+    from grader.judge import judges
+
+    spec = specs.load(find("09").stem, "hidden")
+    check = next(c for c in spec.checks if c.judge == "dispatch-capacity")
+    judge = judges.make(check.judge, spec.interface)
+    case = spec.cases[check.cases[0]]
+    right = spec.interface.expected(case)
+    total = int(right["counts"].sum())
+    for n, said in ((1, "1 row past the last one filled"), (2, "2 rows past the last one")):
+        got = {k: np.array(v, copy=True) for k, v in right.items()}
+        got["token_of_slot.unwritten"][total : total + n] = False
+        evidence = judge.evidence(case, got)
+        assert evidence.startswith(said), evidence
+        assert (" was written;" if n == 1 else " were written;") in evidence
+    got = {k: np.array(v, copy=True) for k, v in right.items()}
+    kept = np.flatnonzero(got["slot"].reshape(-1) >= 0)[0]
+    got["slot"].reshape(-1)[kept] = -1
+    assert "was dropped (1 pair);" in judge.evidence(case, got)
+
+
 def test_trap_hints_fit_the_summary_line():
     """The summary prints `<trap>: <hint>` in 76 columns; a longer hint would be cut."""
     for trap in TRAPS.values():
         assert len(f"{trap.id}: {trap.hint}") <= 76, trap.id
-        assert f"TODO {trap.todo}" in trap.hint and f"TODO({trap.todo})" in trap.message
+        assert f"TODO {trap.todo}" in trap.hint
+        for message in (trap.message, *trap.messages):
+            assert f"TODO({trap.todo})" in message, trap.id
 
 
 def test_compilation_errors_name_the_students_line(tmp_path):

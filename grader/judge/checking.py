@@ -123,9 +123,17 @@ def prove_traps_visible(check: Check, judge: judges.Judge, cases: list[Case]) ->
 
 def diagnose(check: Check, judge: judges.Judge, case: Case, got: Output) -> Trap | None:
     """The first of the check's traps one of whose forms ``got`` matches."""
+    found = _diagnosis(check, judge, case, got)
+    return found and found[0]
+
+
+def _diagnosis(check: Check, judge: judges.Judge, case: Case, got: Output) -> tuple | None:
+    """``(trap, message)`` for the first of the check's traps one of whose forms ``got``
+    matches, the message the one for the form it matched."""
     for trap in check.traps:
-        if any(_matches(got, form, judge, case) for form in trap.forms(case, got)):
-            return trap
+        for n, form in enumerate(trap.forms(case, got)):
+            if _matches(got, form, judge, case):
+                return trap, trap.message_for(n)
     return None
 
 
@@ -229,11 +237,12 @@ def _judge(check: Check, spec, submission) -> None:
             if not isinstance(judge, judges.TwinJudge):
                 figures.append(details.max_error(judge, case, got))
             continue
-        trap = diagnose(check, judge, case, got)
-        if trap or failed is None:
+        found = _diagnosis(check, judge, case, got)
+        if found or failed is None:
             _figures(submission, check, _failure_figures, check, submission, judge, case, got)
-        if trap:
-            raise CheckFailed(f"{about}: {trap.message}", trap.id)
+        if found:
+            trap, message = found
+            raise CheckFailed(f"{about}: {message}", trap.id)
         failed = failed or CheckFailed(f"{about}: {evidence}")
         if _says_something(got):
             raise failed

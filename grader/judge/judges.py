@@ -225,6 +225,15 @@ class TwinJudge(Judge):
         return None
 
 
+def _n(count: int, word: str) -> str:
+    """``count`` and ``word``, plural unless the count is 1: "1 pair", "2 pairs"."""
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def _were(count: int) -> str:
+    return "was" if count == 1 else "were"
+
+
 class DispatchJudge(Judge):
     """09's grouped layout, compared exactly, key by key, with evidence in a student's words:
     which expert, which (token, choice) pair, which row of the grouped buffer."""
@@ -274,7 +283,7 @@ class DispatchJudge(Judge):
             if wrongly.any():
                 p = int(np.flatnonzero(wrongly)[0])
                 return (
-                    f"{what} ({int(wrongly.sum())} pairs); first: {self._pair(case, p)}, slot "
+                    f"{what} ({_n(int(wrongly.sum()), 'pair')}); first: {self._pair(case, p)}, slot "
                     f"{mine[p]}, expected {right[p]} (an expert keeps its first "
                     f"{case.params['CAPACITY']} pairs in token order)"
                 )
@@ -298,23 +307,24 @@ class DispatchJudge(Judge):
         never = np.flatnonzero(unwritten[:total])
         if never.size:
             return (
-                f"{never.size} of the {total} rows of the grouped buffer were never written; "
-                f"first: row {int(never[0])}"
+                f"{never.size} of the {total} rows of the grouped buffer {_were(never.size)} "
+                f"never written; first: row {int(never[0])}"
             )
         # Rows outside the filled ones first: which of them are written does not depend on the
         # order in which programs run, while a row that two of them write holds a race's winner.
         before = np.flatnonzero(~np.asarray(got["rows_before.unwritten"], bool))
         if before.size:
             return (
-                f"{before.size} rows before row 0 of the grouped buffer were written: a negative "
-                "row, offset + rank below 0"
+                f"{_n(before.size, 'row')} before row 0 of the grouped buffer {_were(before.size)} "
+                "written: a negative row, offset + rank below 0"
             )
         past = np.flatnonzero(~unwritten[total:])
         if past.size:
             r = total + int(past[0])
             return (
-                f"{past.size} rows past the last one filled (row {total - 1}) were written; first "
-                f"row {r}: a dropped pair's, or one past the end of a block"
+                f"{_n(past.size, 'row')} past the last one filled (row {total - 1}) "
+                f"{_were(past.size)} written; first row {r}: a dropped pair's, or one past the end "
+                "of a block"
             )
         bad = np.flatnonzero(mine[:total] != want["token_of_slot"][:total])
         if bad.size:

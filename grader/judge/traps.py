@@ -235,6 +235,21 @@ def _highest_index_on_ties(case: Case, _got: Output) -> list[Output]:
     return [{"idx0": last - idx0, "idx1": last - idx1}]
 
 
+def _masked_by_value(case: Case, _got: Output) -> list[Output]:
+    """The top-1 taken out by value (``probs == p0``), as the kernel computes it: float32
+    probabilities padded with 0 to a power of two, and argmax's lowest index among equals (0
+    on a row that is all -inf). On a tie every expert sharing the maximum leaves with it."""
+    logits = np.asarray(case.inputs["logits"], np.float32)
+    M, E = logits.shape
+    block = 1 << max(E - 1, 0).bit_length()
+    probs = np.zeros((M, block), np.float32)
+    probs[:, :E] = _probs32(logits)
+    p0 = probs.max(axis=1, keepdims=True)
+    idx0 = np.argmax(probs, axis=1)
+    idx1 = np.argmax(np.where(probs == p0, np.float32(-np.inf), probs), axis=1)
+    return [{"idx0": idx0, "idx1": idx1}]
+
+
 def _raw_weights(case: Case, got: Output) -> list[Output]:
     """The softmax probabilities of the experts the kernel itself chose, not renormalized."""
     probs = oracles.softmax(case.inputs["logits"])
@@ -753,9 +768,9 @@ TOP2_NOT_MASKED = Trap(
         "`max` and `argmax` are functions of the row: asked twice about the same row, they "
         'give the same answer, so the "second" expert is the first one again and every token '
         "is routed twice to one expert. The top-1 has to leave the candidates before the "
-        "second search, and it should leave by **position** (`cols == i0`), not by value. "
-        "Masking every expert whose probability equals the top-1's also removes the experts "
-        "tied with it: on a row where every expert ties, it removes them all."
+        "second search, and it should leave by **position** (`cols == i0`), not by value: "
+        "masking every expert whose probability equals the top-1's also removes the experts "
+        "tied with it (the trap `top1-masked-by-value`)."
     ),
     forms=_top1_twice,
     invariant="A token's two experts are different: the top-1 is out of the second search.",
@@ -778,6 +793,28 @@ TOP1_FILL_TOO_HIGH = Trap(
     ),
     forms=_fill_too_high,
     invariant="The value put in the top-1's place loses to every real candidate.",
+)
+TOP1_MASKED_BY_VALUE = Trap(
+    id="top1-masked-by-value",
+    todo="top2-mask",
+    summary="every expert tied with the top-1 was taken out with it",
+    message="The top-1 was taken out of the second search by its value (probs == p0), which "
+    "also takes out every expert tied with it: on a tie the second expert is the third-best "
+    "one, or, on a row where all experts tie, none is left. Take out the position cols == i0: "
+    "TODO(top2-mask).",
+    hint="mask cols == i0, not probs == p0 (TODO top2-mask)",
+    why=(
+        "`tl.where(probs == p0, -inf, probs)` removes every expert whose probability equals "
+        "the top-1's. Without ties that is the top-1 alone, so random logits pass. With an "
+        "exact tie it removes both tied experts: the second pick is the third-best expert "
+        "instead of the tied one, and on a row where every expert ties (an all-zero row of "
+        'logits) nothing is left but -inf and padding, so the "second" expert is expert 0 '
+        "again or a padded one past E. Ties are not exotic: they come from zero or "
+        "quantized logits. The top-1 is one position, `i0`, so the mask is `cols == i0`."
+    ),
+    forms=_masked_by_value,
+    invariant="Only the top-1's position leaves the second search: an expert tied with it "
+    "can still be picked second.",
 )
 TIES_NOT_LOWEST_INDEX = Trap(
     id="ties-not-lowest-index",
@@ -1121,6 +1158,14 @@ DISPATCH_RANK_RESTARTS = Trap(
     forms=_rank_restarts,
     invariant="An expert's ranks run 0, 1, 2, ... across every block of pairs, without a "
     "repeat or a gap.",
+    messages=(
+        "The ranks are right inside each block of pairs, but start again at 0 in every block: "
+        "nothing carried the count of the earlier blocks' pairs, so an expert's pairs in "
+        "different blocks share rows. Carry that count (seen) into each block: TODO(dest-slot).",
+        "The ranks are right inside each block of pairs, but each block's own pairs were added "
+        "to the carry before ranking them, so every block after the first skips rows. Rank the "
+        "block first, then add its pairs to the carry (seen): TODO(dest-slot).",
+    ),
 )
 DISPATCH_NOT_TOKEN_ORDER = Trap(
     id="dispatch-not-token-order",
@@ -1135,15 +1180,16 @@ DISPATCH_NOT_TOKEN_ORDER = Trap(
         "Any order inside an expert's block gives a grouped GEMM the same products, so an "
         "atomic counter (`tl.atomic_add` on a per-expert count, each pair taking the next "
         "free row) looks like a fine way to hand out rows. But the order it gives is the "
-        "order in which threads reach the counter, different from run to run, and with a "
-        "capacity it also decides *which* pairs a full expert drops: the same batch would "
+        "order in which threads reach the counter, possibly different each run, and with a "
+        "capacity it also decides *which* pairs a full expert drops: the same batch could "
         "route differently twice. The kata's layout is deterministic: an expert's pairs in "
-        "token order (lowest token first), and an expert past its capacity keeps its "
-        "lowest-token pairs. The CPU interpreter runs programs and lanes in a fixed order, "
-        "where an atomic counter happens to give token order, while a GPU does not; so the "
-        "grader's static screen refuses `tl.atomic_*` in this exercise on both backends "
-        "alike, naming this trap, and the checks name it for any other order (a reversed "
-        "one, say)."
+        "(token, choice) order, and an expert past its capacity keeps the first of them, "
+        'the rule of DeepSpeed\'s `drop_policy="position"`. (GShard ranks every first '
+        "choice before any second choice: another fixed order, which drops other pairs.) "
+        "The CPU interpreter runs programs and lanes in a fixed order, where an atomic "
+        "counter happens to give token order, while a GPU does not; so the grader's static "
+        "screen refuses `tl.atomic_*` in this exercise on both backends alike, naming this "
+        "trap, and the checks name it for any other order (a reversed one, say)."
     ),
     forms=_not_token_order,
     invariant="Inside expert e's block, its pairs appear in token order: lowest token first.",
@@ -1190,6 +1236,14 @@ CAPACITY_OFF_BY_ONE = Trap(
     forms=_capacity_off_by_one,
     invariant="An expert keeps exactly min(routed, CAPACITY) pairs: those of rank 0 .. "
     "CAPACITY - 1.",
+    messages=(
+        "Each expert over capacity keeps one pair too many, CAPACITY + 1: ranks count from 0, "
+        "so the pairs kept are those of rank 0 .. CAPACITY - 1 (rank < CAPACITY, not <=). "
+        "Check the comparison in TODO(capacity-drop).",
+        "Each expert routed CAPACITY pairs or more keeps one pair too few, CAPACITY - 1: ranks "
+        "count from 0, so the pairs kept are those of rank 0 .. CAPACITY - 1, and the test is "
+        "rank < CAPACITY. Check the comparison in TODO(capacity-drop).",
+    ),
 )
 
 # fmt: off
@@ -1199,7 +1253,8 @@ TRAPS: dict[str, Trap] = {
         ACC_NOT_RESCALED, ACC_RESCALED_AFTER_ADD, ALPHA_APPLIED_TWICE,
         RUNNING_MAX_NOT_FROM_NEG_INF, REFERENCE_NOT_RUNNING_MAX,
         CAUSAL_MASK_MISSING, CAUSAL_MASK_OFF_BY_ONE, CAUSAL_MASK_AFTER_EXP, CAUSAL_BOTTOM_RIGHT,
-        TOP2_NOT_MASKED, TOP1_FILL_TOO_HIGH, TIES_NOT_LOWEST_INDEX, WEIGHTS_NOT_RENORMALIZED,
+        TOP2_NOT_MASKED, TOP1_FILL_TOO_HIGH, TOP1_MASKED_BY_VALUE, TIES_NOT_LOWEST_INDEX,
+        WEIGHTS_NOT_RENORMALIZED,
         EXP2_CONSTANT_WRONG, DIAGONAL_STAGE_MISSING, ONE_TOKEN_PER_TILE,
         WINDOW_IGNORED, WINDOW_OFF_BY_ONE,
         SPLIT_PARTIALS_AVERAGED, MERGE_NO_MAX_SHIFT, MERGE_L_NOT_RESCALED, MERGE_ACC_NOT_RESCALED,

@@ -175,11 +175,22 @@ def trap_section(trap: Trap) -> str:
         "",
         _fill(trap.why) if trap.why.strip() else "*(No explanation written yet.)*",
         "",
-        "What the grader says, after the description of the case that failed:",
-        "",
-        _fill(trap.message, "> "),
-        "",
     ]
+    if trap.messages:  # one message per slip: each is quoted
+        lines += [
+            "What the grader says, after the description of the case that failed, for each of "
+            f"the {len(trap.messages)} slips:",
+            "",
+        ]
+        for message in trap.messages:
+            lines += [_fill(message, "> "), ""]
+    else:
+        lines += [
+            "What the grader says, after the description of the case that failed:",
+            "",
+            _fill(trap.message, "> "),
+            "",
+        ]
     return "\n".join(lines)
 
 

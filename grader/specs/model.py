@@ -62,9 +62,16 @@ class Trap:
     forms: Callable[[Case, Output], list[Output]]  # outputs this mistake gives (partial dicts)
     why: str = ""  # the docs' explanation (markdown)
     invariant: str = ""  # the property of a right kernel that this mistake breaks (trap cards)
+    # Where the forms are different slips (one pair too many, one too few): a message per form,
+    # in the forms' order, so that the student reads which one was seen. Empty: ``message``.
+    messages: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return self.id
+
+    def message_for(self, form: int) -> str:
+        """The message for a kernel whose output matched form number ``form``."""
+        return self.messages[form] if self.messages else self.message
 
 
 @dataclass(frozen=True, kw_only=True)

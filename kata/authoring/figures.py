@@ -14,6 +14,8 @@
   bounds are read from 04's kernel source and evaluated tile by tile.
 * mma_shapes.png: the tensor-core instructions a tl.dot compiles to (read from PTX that Triton
   compiles here, for sm_80 and sm_90, no GPU needed), and q @ k^T cut into their K steps.
+* dispatch_ranking.png: 09's ranking of one expert's pairs, block by block, on its worked
+  example: the statements of the solution's loop, read from its source and run on each block.
 """
 
 from __future__ import annotations
@@ -770,6 +772,194 @@ def mma_shapes() -> Path:
     return _save(fig, "mma_shapes.png")
 
 
+# ---- 09's ranking, block by block ------------------------------------------------------------
+
+
+class _Lanes(np.ndarray):
+    """A block of lanes as NumPy holds it, with the ``.to(dtype)`` of a Triton tensor."""
+
+    def to(self, dtype):
+        return self.astype(dtype).view(_Lanes)
+
+
+def _lanes(values) -> _Lanes:
+    return np.asarray(values).view(_Lanes)
+
+
+def ranking_of_09() -> dict[str, list[str]]:
+    """09's kernel as its solution writes it: the statement that sets ``offset``, and the
+    statements of the ranking loop (the second loop over the pairs) that compute values, loads
+    and stores left out, each as source text."""
+    source = (catalogue.SOLUTIONS / catalogue.find("09").filename).read_text()
+    kernel = next(
+        f for f in ast.parse(source).body if getattr(f, "name", "") == "moe_dispatch_kernel"
+    )
+    offset = [
+        ast.unparse(n)
+        for n in kernel.body
+        if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "offset"
+    ]
+    loops = [n for n in kernel.body if isinstance(n, ast.For)]
+    body = [
+        ast.unparse(n)
+        for n in loops[1].body
+        if isinstance(n, (ast.Assign, ast.AugAssign)) and "tl.load" not in ast.unparse(n)
+    ]
+    return {"offset": offset, "loop": body}
+
+
+def ranking_steps(idx, E: int, capacity: int, expert: int, block: int) -> list[dict]:
+    """The ranking loop of 09's solution run block by block for one expert, with NumPy standing
+    in for ``tl``: per block, the pairs' experts, the hit flags, the inclusive ``tl.cumsum`` the
+    loop takes, the rank, ``seen`` before and after, the rows and which pairs are kept."""
+    flat = np.asarray(idx, np.int64).reshape(-1)
+    scans = []
+
+    def cumsum(x, axis=0):
+        scans.append(np.cumsum(x, axis=axis).view(_Lanes))
+        return scans[-1]
+
+    tl = type("tl", (), {})
+    tl.cumsum, tl.int32 = staticmethod(cumsum), np.int32
+    tl.sum = staticmethod(lambda x, axis=None: np.sum(x, axis=axis))
+    tl.where, tl.arange = staticmethod(np.where), staticmethod(np.arange)
+    tl.minimum, tl.maximum = staticmethod(np.minimum), staticmethod(np.maximum)
+    code = ranking_of_09()
+    routed = np.bincount(flat, minlength=E)
+    names = {
+        "tl": tl,
+        "e": expert,
+        "CAPACITY": capacity,
+        "BLOCK": block,
+        "experts": _lanes(np.arange(E)),
+        "kept": _lanes(np.minimum(routed, capacity)),
+        "seen": 0,
+    }
+    for statement in code["offset"]:
+        exec(statement, {"__builtins__": {}}, names)
+    steps = []
+    for p0 in range(0, flat.size, block):
+        pairs = p0 + np.arange(block)
+        names["p0"] = p0  # padded lanes past the last pair load expert -1, as the kernel's do
+        names["ids"] = _lanes(
+            np.where(pairs < flat.size, flat[np.minimum(pairs, flat.size - 1)], -1)
+        )
+        before, scans[:] = int(names["seen"]), []
+        for statement in code["loop"]:
+            exec(statement, {"__builtins__": {}}, names)
+        assert len(scans) == 1, "the loop should take one tl.cumsum per block"
+        steps.append(
+            {
+                "pairs": pairs,
+                "ids": np.asarray(names["ids"]),
+                "hit": np.asarray(names["hit"]).astype(int),
+                "cumsum": np.asarray(scans[0]),
+                "rank": np.asarray(names["rank"]),
+                "seen": (before, int(names["seen"])),
+                "row": np.asarray(names["row"]),
+                "keep": np.asarray(names["keep"]).astype(bool),
+                "offset": int(names["offset"]),
+            }
+        )
+    return steps
+
+
+def _slot_text(step: dict, j: int) -> str:
+    """What the kernel stores as the pair's slot: its row when kept, -1 when dropped."""
+    if not step["hit"][j]:
+        return ""
+    return str(step["row"][j]) if step["keep"][j] else "-1"
+
+
+def worked_example_routing_of_09() -> tuple:
+    """(idx, E, CAPACITY) of 09's worked example: 12 tokens, top-2 of 4 experts, seed 0."""
+    torch.manual_seed(0)
+    idx = torch.topk(torch.randn(12, 4), 2, dim=-1).indices.numpy()
+    return idx, 4, 5
+
+
+def dispatch_ranking(expert: int = 3, block: int = 8) -> Path:
+    """09's ranking for one expert of the worked example, block by block: the hit flags, their
+    inclusive cumsum, minus the own flag, plus the carry ``seen``, the rows and the drops."""
+    idx, E, capacity = worked_example_routing_of_09()
+    K = idx.shape[1]
+    steps = ranking_steps(idx, E, capacity, expert, block)
+    gap, h = 1.6, 1.0
+    labels = [
+        ("pair p", lambda s, j: str(s["pairs"][j])),
+        ("(token, choice)", lambda s, j: f"{s['pairs'][j] // K},{s['pairs'][j] % K}"),
+        ("expert idx", lambda s, j: str(s["ids"][j])),
+        ("hit", lambda s, j: str(s["hit"][j])),
+        ("tl.cumsum(hit)", lambda s, j: str(s["cumsum"][j])),
+        ("cumsum - hit", lambda s, j: str(s["cumsum"][j] - s["hit"][j])),
+        ("rank = seen + ...", lambda s, j: str(s["rank"][j]) if s["hit"][j] else ""),
+        (
+            "keep = rank < CAP.",
+            lambda s, j: ("yes" if s["keep"][j] else "no") if s["hit"][j] else "",
+        ),
+        ("slot: offset + rank", lambda s, j: _slot_text(s, j)),
+    ]
+    fig, ax = plt.subplots(figsize=(13, 5.4))
+    x_of = lambda b, j: b * (block + gap) + j  # noqa: E731
+    for b, step in enumerate(steps):
+        for r, (_, text) in enumerate(labels):
+            for j in range(block):
+                hit = step["hit"][j]
+                colour = "#ffffff"
+                if hit and r >= 2:
+                    colour = "#c6dbef"
+                if r >= len(labels) - 2 and hit:
+                    colour = "#a1d99b" if step["keep"][j] else "#fc9272"
+                if r == 4 and hit:
+                    colour = "#fdd0a2"  # the inclusive count: one too many on a hit
+                _box(ax, x_of(b, j), r * h, 1, h, colour, text(step, j), size=7.5)
+        x0 = x_of(b, 0)
+        ax.text(
+            x0 + block / 2,
+            -0.6,
+            f"block {b}: pairs {step['pairs'][0]}..{step['pairs'][-1]}",
+            ha="center",
+            fontsize=9,
+        )
+        first, after = step["seen"]
+        ax.text(
+            x0 + block / 2,
+            len(labels) * h + 0.7,
+            f"seen = {first} coming in, {after} going out",
+            ha="center",
+            fontsize=8.5,
+        )
+        if b + 1 < len(steps):
+            y = len(labels) * h + 0.55
+            _arrow(ax, (x0 + block + 0.1, y), (x_of(b + 1, 0) - 0.1, y), colour="#08519c")
+            ax.text(
+                x0 + block + gap / 2,
+                y + 0.55,
+                f"carry {after}",
+                ha="center",
+                fontsize=8,
+                color="#08519c",
+            )
+    for r, (label, _) in enumerate(labels):
+        ax.text(-0.3, r * h + h / 2, label, ha="right", va="center", fontsize=8.5)
+    offset = steps[0]["offset"]
+    ax.text(
+        0,
+        len(labels) * h + 1.8,
+        f"offset = {offset} (rows kept by experts 0..{expert - 1}); CAPACITY = {capacity}: "
+        f"ranks {capacity} and above are dropped. Orange: the inclusive count, one too many "
+        "on a hit; cumsum - hit makes it exclusive.",
+        fontsize=8.5,
+    )
+    ax.set(
+        xlim=(-4.8, x_of(len(steps) - 1, block) + 0.2),
+        ylim=(len(labels) * h + 2.4, -1.2),
+        title=f"09's ranking for expert {expert}, worked example (seed 0), BLOCK = {block}",
+    )
+    ax.axis("off")
+    return _save(fig, "dispatch_ranking.png")
+
+
 def _save(fig, name: str) -> Path:
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / name
@@ -789,6 +979,7 @@ def main() -> int:
         flash_tiling,
         causal_stages,
         mma_shapes,
+        dispatch_ranking,
     ):
         print(f"wrote {make().relative_to(catalogue.ROOT)}")
     return 0

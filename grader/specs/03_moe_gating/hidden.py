@@ -17,6 +17,7 @@ import numpy as np
 from grader.judge.traps import (
     TIES_NOT_LOWEST_INDEX,
     TOP1_FILL_TOO_HIGH,
+    TOP1_MASKED_BY_VALUE,
     TOP2_NOT_MASKED,
     WEIGHTS_NOT_RENORMALIZED,
 )
@@ -88,7 +89,7 @@ CHECKS = [
     Check(id="top2-ties", todo="top2-mask", points=5,
           about="Exact ties: distinct experts, the lowest index first",
           cases=("ties-e8", "ties-e5"), judge="top2",
-          traps=(TOP2_NOT_MASKED, TIES_NOT_LOWEST_INDEX)),
+          traps=(TOP2_NOT_MASKED, TOP1_MASKED_BY_VALUE, TIES_NOT_LOWEST_INDEX)),
     Check(id="renormalized-random", todo="renormalize", points=10,
           about="Random logits: w0 + w1 = 1 with w = p / (p0 + p1) of the chosen experts",
           cases=("random-64x8", "random-33x16", "extreme-logits-16x8"),
@@ -147,7 +148,7 @@ GALLERY = [
           traps=["top1-fill-too-high"], breaks="top2-mask", failed=["top2-dominant-logit"]),
     wrong("03-top1-masked-by-value", "masks every expert equal to the top-1 value: wrong on "
           "exact ties", fills={"top2-mask": 'rest = tl.where(probs == p0, float("-inf"), probs)'},
-          breaks="top2-mask", failed=["top2-ties"]),
+          traps=["top1-masked-by-value"], breaks="top2-mask", failed=["top2-ties"]),
     wrong("03-ties-highest-index", "picks the highest index among equal maxima",
           edits=[("i0 = tl.argmax(probs, axis=0)", "i0 = tl.max(tl.where(probs == p0, cols, -1), axis=0)"),
                  ("i1 = tl.argmax(rest, axis=0)", "i1 = tl.max(tl.where(rest == p1, cols, -1), axis=0)")],
@@ -161,6 +162,10 @@ GALLERY = [
           failed=["renormalized-random"]),
     right("03-finite-top1-mask", "top-1 masked with -1 (below any probability) instead of -inf",
           fills={"top2-mask": "rest = tl.where(cols == i0, -1.0, probs)"}),
+    right("03-top1-first-of-its-value", "the top-1's position found by value, the lowest "
+          "index holding p0, and only that one taken out (the twin of 03-top1-masked-by-value)",
+          fills={"top2-mask": "first = tl.min(tl.where(probs == p0, cols, BLOCK_E), axis=0)\n"
+                              'rest = tl.where(cols == first, float("-inf"), probs)'}),
     right("03-renormalize-one-minus", "w1 as 1 - w0",
           fills={"renormalize": "w0 = p0 / (p0 + p1)\nw1 = 1.0 - w0"}),
     right("03-weights-from-logit-gap", "the weights from the two chosen logits' gap, as 05 "

@@ -200,11 +200,13 @@ GALLERY = [
           traps=["dispatch-inclusive-rank"], breaks="dest-slot"),
     wrong("09-rank-no-carry", "the rank inside the block only: seen never updated",
           fills=_slot(rank="ones = hit.to(tl.int32)\nrank = seen + tl.cumsum(ones) - ones"),
-          traps=["dispatch-rank-restarts"], breaks="dest-slot"),
+          traps=["dispatch-rank-restarts"], breaks="dest-slot",
+          expect={"message": "start again at 0 in every block"}),
     wrong("09-carry-added-first", "seen updated before the rank: the block's own pairs counted "
           "twice", fills=_slot(rank="ones = hit.to(tl.int32)\nseen += tl.sum(ones)\n"
                                     "rank = seen + tl.cumsum(ones) - ones"),
-          traps=["dispatch-rank-restarts"], breaks="dest-slot"),
+          traps=["dispatch-rank-restarts"], breaks="dest-slot",
+          expect={"message": "added to the carry before ranking"}),
     wrong("09-carry-added-twice", "the carry added twice to the rank: right in the first "
           "block, off from the second on",
           fills=_slot(rank="ones = hit.to(tl.int32)\nrank = 2 * seen + tl.cumsum(ones) - ones\n"
@@ -237,15 +239,16 @@ GALLERY = [
           fills=_keep("hit"), traps=["capacity-not-applied"], breaks="capacity-drop"),
     wrong("09-capacity-le", "rank <= CAPACITY: one pair too many",
           fills=_keep("hit & (rank <= CAPACITY)"), traps=["capacity-off-by-one"],
-          breaks="capacity-drop"),
+          breaks="capacity-drop", expect={"message": "one pair too many"}),
     wrong("09-capacity-minus-one", "rank < CAPACITY - 1: one pair too few",
           fills=_keep("hit & (rank < CAPACITY - 1)"), traps=["capacity-off-by-one"],
-          breaks="capacity-drop"),
+          breaks="capacity-drop", expect={"message": "one pair too few"}),
     wrong("09-capacity-at-least-one", "the capacity taken as at least 1 (tl.maximum(CAPACITY, "
           "1)): right for every CAPACITY >= 1, but with CAPACITY = 0 each expert still keeps its "
           "first pair, every one of them on row 0",
           fills=_keep("hit & (rank < tl.maximum(CAPACITY, 1))"), traps=["capacity-off-by-one"],
-          failed=["capacity-exact"], breaks="capacity-drop"),
+          failed=["capacity-exact"], breaks="capacity-drop",
+          expect={"message": "one pair too many"}),
     wrong("09-capacity-by-row", "the row, not the rank, compared with CAPACITY: only expert 0 is "
           "capped right", fills=_keep("hit & (offset + rank < CAPACITY)"),
           failed=["capacity-skewed", "capacity-exact", "capacity-block-edge", "capacity-ragged"],
