@@ -135,7 +135,8 @@ def split_kv_merge_kernel(
     offs_d = tl.arange(0, BLOCK_D)
     s_ok = offs_s < NUM_SPLITS
     d_ok = offs_d < D
-    # Padded slots (BLOCK_S is a power of two, at or above NUM_SPLITS) load as empty splits: m = -inf, l = 0, acc = 0.
+    # Padded slots (BLOCK_S is a power of two, at or above NUM_SPLITS) load as empty splits:
+    # m = -inf, l = 0, acc = 0.
     m_j = tl.load(m_ptr + b * stride_mb + offs_s, mask=s_ok, other=float("-inf"))
     l_j = tl.load(l_ptr + b * stride_mb + offs_s, mask=s_ok, other=0.0)
     acc_j = tl.load(
