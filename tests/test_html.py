@@ -205,6 +205,78 @@ def test_failure_figures_hold_shapes_and_outputs_never_inputs():
     assert all(a == b for a, b in found["chosen"]) and len(json.dumps(found)) < 4000
 
 
+def test_a_dispatch_failure_has_its_own_figure_and_picture():
+    """09's outputs (counts, offsets, slot, token_of_slot) get the dispatch figure: before it,
+    they fell into the attention figure, which reads "out"."""
+    from grader import specs
+    from grader.judge import details, judges
+
+    spec = specs.load(catalogue.find("09").stem, "hidden")
+    case = spec.cases[next(iter(spec.cases))]
+    got = dict(spec.interface.expected(case))
+    got["offsets"] = got["offsets"] * 0  # 09-offset-missing: every block at row 0
+    got["slot"] = got["slot"] - spec.interface.expected(case)["offsets"][case.inputs["idx"]]
+    found = details.failure(judges.make("dispatch-slots", spec.interface), case, got)
+    assert found["kind"] == "dispatch" and found["bad_pairs"] > 0
+    E = case.params["E"]
+    assert found["offsets"]["got"] == [0] * min(E, details.MAX_BINS)
+    assert found["bad_experts"] == sum(1 for o in found["offsets"]["expected"] if o)
+    assert found["pairs"] and all(g != w for g, w in found["slots"])
+    check = CheckResult(
+        id="slots-e8",
+        todo="dest-slot",
+        status="failed",
+        points=0,
+        max_points=5,
+        trap=None,
+        message="wrong",
+        details=found,
+    )
+    ((caption, picture),) = html.pictures(check)
+    assert "slots-e8" in caption and "<svg" in picture and "expected" in picture
+
+
+def test_a_figure_that_fails_to_draw_is_recorded():
+    """A figure is an illustration: its failure changes no verdict, but it is recorded in the
+    check's details and said on the card, not swallowed."""
+    from grader.judge import checking
+
+    class Submission:
+        details = {}
+
+    def broken():
+        raise KeyError("out")
+
+    checking._figures(Submission, type("C", (), {"id": "x"}), broken)
+    assert Submission.details == {"x": {"figure_error": "KeyError: 'out'"}}
+    report = _report()
+    report.exercises[0].checks[0].details = Submission.details["x"]
+    assert 'data-unpictured="running-max-grows"' in html.render(report)
+
+
+@slow
+def test_a_wrong_09_kernel_gets_its_figure(tmp_path):
+    """A gallery kernel of 09 graded end to end: every failing check carries the dispatch
+    figure (it used to carry none: the figure raised KeyError('out') and was dropped)."""
+    from grader import specs
+    from grader.run import runner
+    from grader.validate import gallery
+
+    ex = catalogue.find("09")
+    spec = specs.load(ex.stem, "hidden")
+    variant = next(v for v in spec.gallery if v.name == "09-offset-missing")
+    (tmp_path / ex.filename).write_text(gallery.source(variant, spec))
+    result = runner.grade_exercise(ex, tmp_path, "interpreter", timed=False)
+    failing = [c for c in result.checks if c.status in ("failed", "blocked")]
+    assert failing
+    for check in failing:
+        assert (check.details or {}).get("kind") == "dispatch", (check.id, check.details)
+        assert "figure_error" not in check.details
+    assert "counts, offsets and slots against the expected layout" in html.render(
+        Report(target="t", device="d", versions={}, exercises=[result], duration_s=0.0)
+    )
+
+
 # ---- in the browser ---------------------------------------------------------------------------
 
 

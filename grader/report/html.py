@@ -114,6 +114,15 @@ def pictures(check: CheckResult) -> list[tuple[str, object]]:
                 svg.gating_grid(details),
             )
         )
+    if details.get("kind") == "dispatch":
+        shape = ", ".join(f"{k}={v}" for k, v in details["shape"].items())
+        found.append(
+            (
+                f"{check.id}: each expert's count and first row, and the pairs on the wrong row "
+                f"({shape}).",
+                svg.dispatch_layout(details),
+            )
+        )
     return found
 
 
@@ -133,6 +142,7 @@ def cards(ex: ExerciseResult) -> list[dict]:
                 "status": check.status,
                 "checks": [],
                 "pictures": [],
+                "unpictured": [],  # the grader's failures to draw a check's figure
                 "hidden": False,
             }
         card = found[key]
@@ -141,6 +151,8 @@ def cards(ex: ExerciseResult) -> list[dict]:
         if check.status == "failed":
             card["status"] = "failed"
         card["pictures"] += pictures(check)
+        if (check.details or {}).get("figure_error"):
+            card["unpictured"].append((check.id, check.details["figure_error"]))
     return list(found.values())
 
 
