@@ -17,6 +17,7 @@ from pathlib import Path
 
 import jinja2
 
+from grader.judge import errors
 from grader.judge.traps import TRAPS
 from grader.report import cards as cards_text
 from grader.report import svg
@@ -170,6 +171,14 @@ def own_notes(ex: ExerciseResult) -> list[CheckResult]:
     ]
 
 
+def note_title(check: CheckResult) -> str:
+    """A note's heading: a compile error is the student's own (the line is theirs, or their
+    regions made given code fail), however the note's inputs were made."""
+    if errors.DOES_NOT_COMPILE in check.message:
+        return "Your code does not compile"
+    return "Note on given code"
+
+
 def render(report: Report) -> str:
     exercises = []
     for ex in report.exercises:
@@ -188,7 +197,7 @@ def render(report: Report) -> str:
                 # A "hidden" badge tells checks apart only where an exercise has both kinds;
                 # on a page graded by one set, the line above the exercises says which.
                 "mixed": len({c.hidden for c in ex.checks}) > 1,
-                "notes": own_notes(ex),
+                "notes": [{"check": c, "title": note_title(c)} for c in own_notes(ex)],
                 "edits": edits_outside(ex) if ex.integrity and not ex.integrity["ok"] else "",
             }
         )
