@@ -390,6 +390,73 @@ def test_class_of_four_in_chromium(tmp_path):
     assert (out / "dee" / "score.html").exists()
 
 
+# A loop that never ends, in 01's TODO region (the grader runs only region code, so a loop at
+# module level would never run): tests/slurm/test_slurm_engine.py's hostile student.
+HANG = "        k0 = 0\n        while k0 < 1:\n            acc = acc * alpha[:, None]\n"
+
+
+@slow
+@pytest.mark.e2e
+def test_class_page_says_why_each_zero_in_chromium(tmp_path):
+    """Review persona M2: eve uploaded 03 as ``03_moe_gating (1).py`` (and a 02 that does not
+    parse), fay's 01 loops forever. Both score 0, and the gradebook and the class page say why
+    for every exercise below full marks. Nothing here runs a kernel to its end: the class is
+    quick, and the short time limit stops only fay's loop."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    (subs / "eve").mkdir(parents=True)
+    (subs / "fay").mkdir()
+    gating = catalogue.find("03")
+    shutil.copy(catalogue.SOLUTIONS / gating.filename, subs / "eve" / "03_moe_gating (1).py")
+    (subs / "eve" / catalogue.find("02").filename).write_text("def flash_attn_causal_kernel(:\n")
+    first = catalogue.find("01")
+    text = (catalogue.SOLUTIONS / first.filename).read_text()
+    right = "        acc = acc * alpha[:, None] + tl.dot(p, v)\n"
+    assert right in text
+    (subs / "fay" / first.filename).write_text(text.replace(right, HANG))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader.classroom.batch",
+            "--submissions",
+            str(subs),
+            "--out",
+            str(out),
+            "--jobs",
+            "2",
+            "--device",
+            "interpreter",
+            "--timeout",
+            "10",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    import csv
+
+    rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
+    renamed = "03: 03_moe_gating.py not found ('03_moe_gating (1).py' looks like it)"
+    assert rows["eve"]["score"] == rows["fay"]["score"] == "0"
+    assert rows["eve"]["reasons"].split("; ") == [
+        f"01: {first.filename} not found",
+        "02: not valid Python, line 1",
+        renamed,
+    ]
+    assert rows["fay"]["reasons"].startswith("01: stopped after 10 s, the time limit")
+    assert "03: 03_moe_gating.py not found" in rows["fay"]["reasons"]
+
+    shown = browse(out / "class.html", tmp_path)
+    text = " ".join(shown["text"].split())
+    assert shown["students"] == "2 students" and "below full marks: why" in text.lower()
+    assert renamed.replace(":", "", 1) in text and "02 not valid Python, line 1" in text
+    assert "01 stopped after 10 s, the time limit" in text
+    assert shown["requests"] == [] and shown["scripts"] == 1
+
+
 def test_every_trap_states_the_invariant_it_breaks():
     """A trap card leads with the invariant that broke: every trap needs one."""
     from grader.judge.traps import TRAPS
