@@ -375,6 +375,12 @@ def test_a_reason_from_the_first_check_that_did_not_pass():
     assert reasons.reason(wrong) == "wrong output in b"  # the failure, not what waits on it
     assert reasons.reason(waiting) == "a not judged yet"
     assert reasons.reason(zeroed) == "scored 0: edited given code (strict grading)"
+    contract = _exercise([("a", "passed", None), ("strided", "error", None)], score=0)
+    contract["checks"][1]["todo"] = None  # a note
+    contract["integrity"] = {"ok": True, "contract_zeroed": True}
+    assert (
+        reasons.reason(contract) == "scored 0: note strided failed, on inputs the exercise accepts"
+    )
     assert reasons.reason(_exercise(score=25)) is None
     error = _exercise([("a", "error", None)])
     error["checks"][0]["message"] = "ValueError at line 3 of x.py: one; two"

@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 
 from grader.judge.errors import DOES_NOT_COMPILE
-from grader.report.records import zeroed
 
 MOST = 90  # characters of a message kept when no known shape fits
 
@@ -70,10 +69,15 @@ def reason(ex: dict) -> str | None:
     """Why the exercise ``ex`` (a score report's entry) is below full marks; None at full."""
     if ex.get("score", 0) >= ex.get("max_score", 0):
         return None
-    integrity = ex.get("integrity")
-    why = zeroed(integrity)
-    if why:
-        return f"scored 0: edited given code ({why})"
+    integrity = ex.get("integrity") or {}
+    if integrity.get("contract_zeroed"):  # a note's inputs are ones the exercise accepts
+        note = next(
+            (c for c in ex.get("checks", []) if not c.get("todo") and c["status"] != "passed"), None
+        )
+        which = f"note {note['id']}" if note else "a note"
+        return f"scored 0: {which} failed, on inputs the exercise accepts"
+    if integrity.get("strict_zeroed"):
+        return "scored 0: edited given code (strict grading)"
     if ex.get("error"):
         return short(ex["error"])
     paid = [c for c in ex.get("checks", []) if c.get("todo") and c["status"] != "passed"]
