@@ -1094,6 +1094,24 @@ def test_acc_times_alpha_without_a_column_axis_is_the_students_compile_error(tmp
     assert any(c.note for c in said)  # strided-inputs: D = 24 in a 32-wide block
     assert "Your code does not compile, <code>" in page
     assert "Note on given code" not in page
+    # The summary keeps the compiler's words whole (it used to cut them after the file's name).
+    import io
+
+    from grader.report.summary import Printer
+
+    out = io.StringIO()
+    Printer(stream=out).finish(
+        Report(target="t", device="d", versions={}, exercises=[result], duration_s=0),
+        tmp_path / "s.json",
+        None,
+    )
+    summary = " ".join(out.getvalue().split("-" * 80)[1].split())
+    assert re.search(
+        rf"ragged-shapes: your kernel does not compile, line {line} \(in TODO\(rescale-acc\)\): "
+        r"Triton's compiler says: Cannot make_shape_compatible: incompatible dimensions at index "
+        r"1: \d+ and \d+\.",
+        summary,
+    ), summary
 
 
 _SMALL_DOT = """\
