@@ -303,7 +303,7 @@ def test_gradebook_flags_exercises_edited_outside_their_todo_regions(tmp_path):
 
 def _exercise(checks=(), error=None, score=0, integrity=None):
     return {
-        "id": "01_flash_attention_core",
+        "id": catalogue.find("01").stem,
         "score": score,
         "max_score": 25,
         "error": error,
@@ -324,7 +324,7 @@ def test_a_reason_for_each_exercise_error_the_grader_gives(tmp_path):
     first, gating = catalogue.find("01"), catalogue.find("03")
     folder = tmp_path / "eve"
     folder.mkdir()
-    (folder / "03_moe_gating (1).py").write_text("x = 1\n")
+    (folder / f"{gating.stem} (1).py").write_text("x = 1\n")
     (folder / first.filename).write_text("def flash_attn_kernel(:\n")
     missing = runner.grade_exercise(gating, folder, "interpreter", timed=False)
     broken = runner.grade_exercise(first, folder, "interpreter", timed=False)
@@ -344,7 +344,7 @@ def test_a_reason_for_each_exercise_error_the_grader_gives(tmp_path):
         "stopped, nowhere": f"the submission's process {loop.stopped(60.0)}",
     }
     assert {k: reasons.short(v) for k, v in said.items()} == {
-        "missing": "03_moe_gating.py not found ('03_moe_gating (1).py' looks like it)",
+        "missing": f"{gating.filename} not found ('{gating.stem} (1).py' looks like it)",
         "broken": "not valid Python, line 1",
         "refused": f"not run: an import is not kernel code, line {line + 1}",
         # the line of the loop that holds it: the key-tile loop
@@ -385,5 +385,5 @@ def test_a_reason_from_the_first_check_that_did_not_pass():
     error = _exercise([("a", "error", None)])
     error["checks"][0]["message"] = "ValueError at line 3 of x.py: one; two"
     assert reasons.reason(error) == "ValueError at line 3 of x.py: one, two"  # no ";" in a cell
-    report = {"exercises": [trap, {**wrong, "id": "03_moe_gating"}, _exercise(score=25)]}
+    report = {"exercises": [trap, {**wrong, "id": catalogue.find("03").stem}, _exercise(score=25)]}
     assert reasons.column(report) == "01: trap acc-not-rescaled; 03: wrong output in b"

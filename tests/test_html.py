@@ -398,7 +398,7 @@ HANG = "        k0 = 0\n        while k0 < 1:\n            acc = acc * alpha[:, 
 @slow
 @pytest.mark.e2e
 def test_class_page_says_why_each_zero_in_chromium(tmp_path):
-    """Review persona M2: eve uploaded 03 as ``03_moe_gating (1).py`` (and a 02 that does not
+    """Review persona M2: eve uploaded 03 as ``NN_name (1).py`` (and a 02 that does not
     parse), fay's 01 loops forever. Both score 0, and the gradebook and the class page say why
     for every exercise below full marks. Nothing here runs a kernel to its end: the class is
     quick, and the short time limit stops only fay's loop."""
@@ -406,7 +406,7 @@ def test_class_page_says_why_each_zero_in_chromium(tmp_path):
     (subs / "eve").mkdir(parents=True)
     (subs / "fay").mkdir()
     gating = catalogue.find("03")
-    shutil.copy(catalogue.SOLUTIONS / gating.filename, subs / "eve" / "03_moe_gating (1).py")
+    shutil.copy(catalogue.SOLUTIONS / gating.filename, subs / "eve" / f"{gating.stem} (1).py")
     (subs / "eve" / catalogue.find("02").filename).write_text("def flash_attn_causal_kernel(:\n")
     first = catalogue.find("01")
     text = (catalogue.SOLUTIONS / first.filename).read_text()
@@ -439,7 +439,7 @@ def test_class_page_says_why_each_zero_in_chromium(tmp_path):
     import csv
 
     rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
-    renamed = "03: 03_moe_gating.py not found ('03_moe_gating (1).py' looks like it)"
+    renamed = f"03: {gating.filename} not found ('{gating.stem} (1).py' looks like it)"
     assert rows["eve"]["score"] == rows["fay"]["score"] == "0"
     assert rows["eve"]["reasons"].split("; ") == [
         f"01: {first.filename} not found",
@@ -447,7 +447,7 @@ def test_class_page_says_why_each_zero_in_chromium(tmp_path):
         renamed,
     ]
     assert rows["fay"]["reasons"].startswith("01: stopped after 10 s, the time limit")
-    assert "03: 03_moe_gating.py not found" in rows["fay"]["reasons"]
+    assert f"03: {gating.filename} not found" in rows["fay"]["reasons"]
 
     shown = browse(out / "class.html", tmp_path)
     text = " ".join(shown["text"].split())
