@@ -236,6 +236,15 @@ def test_a_dispatch_failure_has_its_own_figure_and_picture():
     assert "slots-e8" in caption and "<svg" in picture and "expected" in picture
 
 
+def test_a_compile_error_of_the_whole_exercise_is_titled_as_the_students():
+    said = (
+        "every case failed the same way: your kernel does not compile, line 91 (in "
+        "TODO(rescale-acc)): Triton's compiler says: ..."
+    )
+    assert "<strong>Your code does not compile:</strong>" in html.render(_report(error=said))
+    assert "<strong>Nothing could be judged:</strong>" in html.render(_report(error="gone"))
+
+
 def test_a_figure_that_fails_to_draw_is_recorded():
     """A figure is an illustration: its failure changes no verdict, but it is recorded in the
     check's details and said on the card, not swallowed."""

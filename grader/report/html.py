@@ -198,6 +198,11 @@ def render(report: Report) -> str:
                 # on a page graded by one set, the line above the exercises says which.
                 "mixed": len({c.hidden for c in ex.checks}) > 1,
                 "notes": [{"check": c, "title": note_title(c)} for c in own_notes(ex)],
+                "error_title": (
+                    "Your code does not compile"
+                    if ex.error and errors.DOES_NOT_COMPILE in ex.error
+                    else "Nothing could be judged"
+                ),
                 "edits": edits_outside(ex) if ex.integrity and not ex.integrity["ok"] else "",
             }
         )
