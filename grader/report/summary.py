@@ -27,15 +27,6 @@ MARKS = {"passed": "PASS", "failed": "FAIL", "blocked": "WAIT", "error": "ERR "}
 COLOURS = {"passed": "32", "failed": "31", "blocked": "33", "error": "33"}
 
 
-def ticks(limit: float | None) -> tuple[float, float]:
-    """(seconds to the first "still running" line, then between lines) under a time limit
-    (None: no limit): the first within 9 s, so that a hang never looks like a dead terminal,
-    and several before a short limit ends."""
-    if not limit:
-        return 9.0, 15.0
-    return min(9.0, 0.4 * limit), min(15.0, 0.4 * limit)
-
-
 def compiler_words(message: str) -> str:
     """A compile error for the summary: where, and the compiler's words, whole (the case it
     came from and the plain words are said above). Any other message as it is."""
@@ -43,6 +34,15 @@ def compiler_words(message: str) -> str:
     if at < 0:
         return message
     return message[at:].split(" In plain words: ")[0]
+
+
+def ticks(limit: float | None) -> tuple[float, float]:
+    """(seconds to the first "still running" line, then between lines) under a time limit
+    (None: no limit): the first within 9 s, so that a hang never looks like a dead terminal,
+    and several before a short limit ends."""
+    if not limit:
+        return 9.0, 15.0
+    return min(9.0, 0.4 * limit), min(15.0, 0.4 * limit)
 
 
 class Printer:
