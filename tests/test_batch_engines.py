@@ -296,3 +296,94 @@ def test_gradebook_flags_exercises_edited_outside_their_todo_regions(tmp_path):
     book = batch.write_gradebook(rows, tmp_path)
     got = {r["student"]: r["integrity"] for r in csv.DictReader(book.read_text().splitlines())}
     assert got == {"ada": "", "bob": "01;03", "cy": ""}
+
+
+# ---- the gradebook's reasons (grader.report.reasons) -------------------------------------------
+
+
+def _exercise(checks=(), error=None, score=0, integrity=None):
+    return {
+        "id": catalogue.find("01").stem,
+        "score": score,
+        "max_score": 25,
+        "error": error,
+        "integrity": integrity,
+        "checks": [
+            {"id": i, "todo": "rescale-acc", "status": s, "trap": trap, "message": "m"}
+            for i, s, trap in checks
+        ],
+    }
+
+
+def test_a_reason_for_each_exercise_error_the_grader_gives(tmp_path):
+    """The grader's own messages, made by the grader, each in a few words."""
+    from grader import specs
+    from grader.report import reasons
+    from grader.run import process, runner
+
+    first, gating = catalogue.find("01"), catalogue.find("03")
+    folder = tmp_path / "eve"
+    folder.mkdir()
+    (folder / f"{gating.stem} (1).py").write_text("x = 1\n")
+    (folder / first.filename).write_text("def flash_attn_kernel(:\n")
+    missing = runner.grade_exercise(gating, folder, "interpreter", timed=False)
+    broken = runner.grade_exercise(first, folder, "interpreter", timed=False)
+    right = "        acc = acc * alpha[:, None] + tl.dot(p, v)\n"
+    text = (catalogue.SOLUTIONS / first.filename).read_text()
+    (folder / first.filename).write_text(text.replace(right, right + "        import os\n"))
+    refused = runner.grade_exercise(first, folder, "interpreter", timed=False)
+    (line,) = [n for n, s in enumerate(text.splitlines(), 1) if s == right.rstrip("\n")]
+    loop = process.Finished(code=None, output="", output_bytes=0, seconds=60.0)
+    where = {"line": line, "function": first.kernel, "code": right.strip()}
+    stopped = runner.stopped_message(loop, 60.0, where, specs.load(first.stem), text)
+    said = {
+        "missing": missing.error,
+        "broken": broken.error,
+        "refused": refused.error,
+        "stopped": f"the submission's process {stopped}",
+        "stopped, nowhere": f"the submission's process {loop.stopped(60.0)}",
+    }
+    assert {k: reasons.short(v) for k, v in said.items()} == {
+        "missing": f"{gating.filename} not found ('{gating.stem} (1).py' looks like it)",
+        "broken": "not valid Python, line 1",
+        "refused": f"not run: an import is not kernel code, line {line + 1}",
+        # the line of the loop that holds it: the key-tile loop
+        "stopped": f"stopped after 60 s, the time limit, at line {runner.enclosing_loop(text, line)[0]}",
+        "stopped, nowhere": "stopped after 60 s, the time limit",
+    }
+
+
+def test_a_compile_error_reason_names_its_line_and_todo():
+    from grader.report import reasons
+
+    message = (
+        "case one-row-d64 (M=1, N=40, D=64: a single query row): your kernel does not compile, "
+        "line 91 (in TODO(rescale-acc)): Triton's compiler says: Cannot make_shape_compatible: "
+        "incompatible dimensions at index 1: 64 and 16. In plain words: ..."
+    )
+    assert reasons.short(message) == "does not compile at line 91 (TODO(rescale-acc))"
+
+
+def test_a_reason_from_the_first_check_that_did_not_pass():
+    from grader.report import reasons
+
+    trap = _exercise([("a", "passed", None), ("b", "failed", "acc-not-rescaled")])
+    wrong = _exercise([("a", "blocked", None), ("b", "failed", None)])
+    waiting = _exercise([("a", "blocked", None)])
+    zeroed = _exercise(score=0, integrity={"ok": False, "strict_zeroed": True})
+    assert reasons.reason(trap) == "trap acc-not-rescaled"
+    assert reasons.reason(wrong) == "wrong output in b"  # the failure, not what waits on it
+    assert reasons.reason(waiting) == "a not judged yet"
+    assert reasons.reason(zeroed) == "scored 0: edited given code (strict grading)"
+    contract = _exercise([("a", "passed", None), ("strided", "error", None)], score=0)
+    contract["checks"][1]["todo"] = None  # a note
+    contract["integrity"] = {"ok": True, "contract_zeroed": True}
+    assert (
+        reasons.reason(contract) == "scored 0: note strided failed, on inputs the exercise accepts"
+    )
+    assert reasons.reason(_exercise(score=25)) is None
+    error = _exercise([("a", "error", None)])
+    error["checks"][0]["message"] = "ValueError at line 3 of x.py: one; two"
+    assert reasons.reason(error) == "ValueError at line 3 of x.py: one, two"  # no ";" in a cell
+    report = {"exercises": [trap, {**wrong, "id": catalogue.find("03").stem}, _exercise(score=25)]}
+    assert reasons.column(report) == "01: trap acc-not-rescaled; 03: wrong output in b"

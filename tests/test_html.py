@@ -205,6 +205,87 @@ def test_failure_figures_hold_shapes_and_outputs_never_inputs():
     assert all(a == b for a, b in found["chosen"]) and len(json.dumps(found)) < 4000
 
 
+def test_a_dispatch_failure_has_its_own_figure_and_picture():
+    """09's outputs (counts, offsets, slot, token_of_slot) get the dispatch figure: before it,
+    they fell into the attention figure, which reads "out"."""
+    from grader import specs
+    from grader.judge import details, judges
+
+    spec = specs.load(catalogue.find("09").stem, "hidden")
+    case = spec.cases[next(iter(spec.cases))]
+    got = dict(spec.interface.expected(case))
+    got["offsets"] = got["offsets"] * 0  # 09-offset-missing: every block at row 0
+    got["slot"] = got["slot"] - spec.interface.expected(case)["offsets"][case.inputs["idx"]]
+    found = details.failure(judges.make("dispatch-slots", spec.interface), case, got)
+    assert found["kind"] == "dispatch" and found["bad_pairs"] > 0
+    E = case.params["E"]
+    assert found["offsets"]["got"] == [0] * min(E, details.MAX_BINS)
+    assert found["bad_experts"] == sum(1 for o in found["offsets"]["expected"] if o)
+    assert found["pairs"] and all(g != w for g, w in found["slots"])
+    check = CheckResult(
+        id="slots-e8",
+        todo="dest-slot",
+        status="failed",
+        points=0,
+        max_points=5,
+        trap=None,
+        message="wrong",
+        details=found,
+    )
+    ((caption, picture),) = html.pictures(check)
+    assert "slots-e8" in caption and "<svg" in picture and "expected" in picture
+
+
+def test_a_compile_error_of_the_whole_exercise_is_titled_as_the_students():
+    said = (
+        "every case failed the same way: your kernel does not compile, line 91 (in "
+        "TODO(rescale-acc)): Triton's compiler says: ..."
+    )
+    assert "<strong>Your code does not compile:</strong>" in html.render(_report(error=said))
+    assert "<strong>Nothing could be judged:</strong>" in html.render(_report(error="gone"))
+
+
+def test_a_figure_that_fails_to_draw_is_recorded():
+    """A figure is an illustration: its failure changes no verdict, but it is recorded in the
+    check's details and said on the card, not swallowed."""
+    from grader.judge import checking
+
+    class Submission:
+        details = {}
+
+    def broken():
+        raise KeyError("out")
+
+    checking._figures(Submission, type("C", (), {"id": "x"}), broken)
+    assert Submission.details == {"x": {"figure_error": "KeyError: 'out'"}}
+    report = _report()
+    report.exercises[0].checks[0].details = Submission.details["x"]
+    assert 'data-unpictured="running-max-grows"' in html.render(report)
+
+
+@slow
+def test_a_wrong_09_kernel_gets_its_figure(tmp_path):
+    """A gallery kernel of 09 graded end to end: every failing check carries the dispatch
+    figure (it used to carry none: the figure raised KeyError('out') and was dropped)."""
+    from grader import specs
+    from grader.run import runner
+    from grader.validate import gallery
+
+    ex = catalogue.find("09")
+    spec = specs.load(ex.stem, "hidden")
+    variant = next(v for v in spec.gallery if v.name == "09-offset-missing")
+    (tmp_path / ex.filename).write_text(gallery.source(variant, spec))
+    result = runner.grade_exercise(ex, tmp_path, "interpreter", timed=False)
+    failing = [c for c in result.checks if c.status in ("failed", "blocked")]
+    assert failing
+    for check in failing:
+        assert (check.details or {}).get("kind") == "dispatch", (check.id, check.details)
+        assert "figure_error" not in check.details
+    assert "counts, offsets and slots against the expected layout" in html.render(
+        Report(target="t", device="d", versions={}, exercises=[result], duration_s=0.0)
+    )
+
+
 # ---- in the browser ---------------------------------------------------------------------------
 
 
@@ -316,6 +397,73 @@ def test_class_of_four_in_chromium(tmp_path):
     assert [f for f in shown["figures"] if f["shown"]]  # the score distribution
     assert shown["requests"] == [] and shown["scripts"] == 1
     assert (out / "dee" / "score.html").exists()
+
+
+# A loop that never ends, in 01's TODO region (the grader runs only region code, so a loop at
+# module level would never run): tests/slurm/test_slurm_engine.py's hostile student.
+HANG = "        k0 = 0\n        while k0 < 1:\n            acc = acc * alpha[:, None]\n"
+
+
+@slow
+@pytest.mark.e2e
+def test_class_page_says_why_each_zero_in_chromium(tmp_path):
+    """Review persona M2: eve uploaded 03 as ``NN_name (1).py`` (and a 02 that does not
+    parse), fay's 01 loops forever. Both score 0, and the gradebook and the class page say why
+    for every exercise below full marks. Nothing here runs a kernel to its end: the class is
+    quick, and the short time limit stops only fay's loop."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    (subs / "eve").mkdir(parents=True)
+    (subs / "fay").mkdir()
+    gating = catalogue.find("03")
+    shutil.copy(catalogue.SOLUTIONS / gating.filename, subs / "eve" / f"{gating.stem} (1).py")
+    (subs / "eve" / catalogue.find("02").filename).write_text("def flash_attn_causal_kernel(:\n")
+    first = catalogue.find("01")
+    text = (catalogue.SOLUTIONS / first.filename).read_text()
+    right = "        acc = acc * alpha[:, None] + tl.dot(p, v)\n"
+    assert right in text
+    (subs / "fay" / first.filename).write_text(text.replace(right, HANG))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader.classroom.batch",
+            "--submissions",
+            str(subs),
+            "--out",
+            str(out),
+            "--jobs",
+            "2",
+            "--device",
+            "interpreter",
+            "--timeout",
+            "10",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    import csv
+
+    rows = {r["student"]: r for r in csv.DictReader(open(out / "gradebook.csv"))}
+    renamed = f"03: {gating.filename} not found ('{gating.stem} (1).py' looks like it)"
+    assert rows["eve"]["score"] == rows["fay"]["score"] == "0"
+    assert rows["eve"]["reasons"].split("; ") == [
+        f"01: {first.filename} not found",
+        "02: not valid Python, line 1",
+        renamed,
+    ]
+    assert rows["fay"]["reasons"].startswith("01: stopped after 10 s, the time limit")
+    assert f"03: {gating.filename} not found" in rows["fay"]["reasons"]
+
+    shown = browse(out / "class.html", tmp_path)
+    text = " ".join(shown["text"].split())
+    assert shown["students"] == "2 students" and "below full marks: why" in text.lower()
+    assert renamed.replace(":", "", 1) in text and "02 not valid Python, line 1" in text
+    assert "01 stopped after 10 s, the time limit" in text
+    assert shown["requests"] == [] and shown["scripts"] == 1
 
 
 def test_every_trap_states_the_invariant_it_breaks():

@@ -37,6 +37,7 @@ from grader.classroom.engines.task import (
     read_json,
     write_json,
 )
+from grader.report import reasons
 from grader.run import discover
 from kata.catalogue import EXERCISE_LIST, ROOT
 
@@ -128,8 +129,9 @@ def gather(out: Path) -> list[Row]:
 def write_gradebook(rows: list[Row], out: Path) -> Path:
     """OUT/gradebook.csv: student, score, max_score, one column per exercise, traps, one
     trap:<id> column per known trap (1: fell into it), integrity (the exercises edited outside
-    their TODO regions, `;`-separated), status, note. Rows without a score have empty score
-    columns (never a 0)."""
+    their TODO regions, `;`-separated), status, note, reasons (why each exercise below full
+    marks is, grader.report.reasons). Rows without a score have empty score columns (never a
+    0)."""
     path = out / "gradebook.csv"
     stems = [ex.stem for ex in EXERCISE_LIST]
     with open(path, "w", newline="") as fh:
@@ -145,13 +147,25 @@ def write_gradebook(rows: list[Row], out: Path) -> Path:
                 "integrity",
                 "status",
                 "note",
+                "reasons",
             ]
         )
         for row in rows:
             traps = dashboard.trap_columns(row.report)
             if row.report is None:
                 writer.writerow(
-                    [row.student, "", "", *[""] * len(stems), "", *traps, "", row.status, row.note]
+                    [
+                        row.student,
+                        "",
+                        "",
+                        *[""] * len(stems),
+                        "",
+                        *traps,
+                        "",
+                        row.status,
+                        row.note,
+                        "",
+                    ]
                 )
                 continue
             per = {e["id"]: e["score"] for e in row.report["exercises"]}
@@ -171,6 +185,7 @@ def write_gradebook(rows: list[Row], out: Path) -> Path:
                     ";".join(edited),
                     row.status,
                     row.note,
+                    reasons.column(row.report),
                 ]
             )
     return path

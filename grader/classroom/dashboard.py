@@ -17,7 +17,7 @@ from pathlib import Path
 
 from grader.classroom.engines.task import files, read_json
 from grader.judge.traps import TRAPS
-from grader.report import svg
+from grader.report import reasons, svg
 from grader.report.records import zeroed
 
 # Messages that mean the grader, not the submission, failed (grader.run.runner, grader.judge.plugin).
@@ -36,6 +36,8 @@ class Student:
     status: str = "graded"  # the batch engines' status (grader.classroom.batch.STATUSES)
     note: str = ""  # where the files were found, or why there is no score
     infrastructure: list[str] = field(default_factory=list)  # the grader's own failures
+    # (exercise number, why) for each exercise below full marks (grader.report.reasons)
+    reasons: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def graded(self) -> bool:
@@ -77,6 +79,7 @@ def students(rows: list) -> list[Student]:
     found = []
     for row in rows:
         student = Student(row.student, row.report, row.status, row.note)
+        student.reasons = reasons.of_report(row.report)
         if row.status in ("infra_error", "grader_error"):
             student.infrastructure.append(f"{row.status}: {row.note}")
         for ex in (row.report or {}).get("exercises", []):

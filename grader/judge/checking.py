@@ -170,11 +170,12 @@ def run(check: Check, spec, submission) -> None:
 
 def _figures(submission, check: Check, make, *args) -> None:
     """Record the figures of a judgement for the HTML report (grader.judge.details). They are an
-    illustration: a failure to draw them never changes a verdict."""
+    illustration: a failure to draw them never changes a verdict, but it is recorded (as
+    ``figure_error``), so that a missing figure is a bug someone sees, not a silence."""
     try:
         submission.details[check.id] = make(*args)
-    except Exception:  # noqa: BLE001
-        submission.details.pop(check.id, None)
+    except Exception as exc:  # noqa: BLE001
+        submission.details[check.id] = {"figure_error": f"{type(exc).__name__}: {exc}"}
 
 
 def _failure_figures(check: Check, submission, judge, case: Case, got: Output) -> dict:

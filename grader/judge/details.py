@@ -25,7 +25,13 @@ Shapes (all numbers finite or null; null means NaN, inf or never written):
 * a failed or blocked split-KV merge check (08) adds ``"kind": "split-kv"``, ``"case"``,
   ``"hidden"``, ``"shape"`` ({"B", "S", "D"}: rows, splits, head dimension), ``"bad_rows"``,
   ``"rows"`` and ``"row_error"`` (the largest error of each row, in out or lse, for the first
-  ``MAX_BINS`` rows).
+  ``MAX_BINS`` rows);
+* a failed or blocked MoE dispatch check (09) adds ``"kind": "dispatch"``, ``"case"``,
+  ``"hidden"``, ``"shape"`` ({"M", "K", "E"}: tokens, choices, experts), ``"counts"`` and
+  ``"offsets"`` ({"got", "expected"}, one entry per expert for the first ``MAX_BINS``
+  experts; null where never written), ``"bad_experts"`` (experts whose count or offset is
+  wrong), ``"bad_pairs"`` (pairs whose slot is wrong), ``"pairs"`` and ``"slots"`` (the first
+  ``MAX_TOKENS`` wrong pairs, by number in (token, choice) order, with [got, expected] slots).
 """
 
 from __future__ import annotations
@@ -176,13 +182,65 @@ def _split_kv(judge, case: Case, got: Output) -> dict:
     }
 
 
+def _ints(values, unwritten=None) -> list[int | None]:
+    """Integer outputs for JSON: None where the kernel never wrote."""
+    values = np.asarray(values, np.int64).reshape(-1)
+    mask = np.zeros(values.shape, bool) if unwritten is None else np.asarray(unwritten, bool)
+    return [None if m else int(v) for v, m in zip(values, mask.reshape(-1))]
+
+
+def _dispatch(judge, case: Case, got: Output) -> dict:
+    """09's grouped layout: which experts' counts or offsets are wrong, and which pairs got the
+    wrong row. Outputs only: an expert id of a pair is an input, and is not shown."""
+    want = judge.interface.expected(case)
+    M, K = np.shape(case.inputs["idx"])
+    E = case.params["E"]
+    per_expert = {}
+    bad_experts = np.zeros(E, bool)
+    for key in ("counts", "offsets"):
+        mine = np.asarray(got[key], np.int64)
+        unwritten = got.get(f"{key}.unwritten")
+        wrong = mine != want[key]
+        if unwritten is not None:
+            wrong |= np.asarray(unwritten, bool)
+        bad_experts |= wrong
+        per_expert[key] = {
+            "got": _ints(mine[:MAX_BINS], None if unwritten is None else unwritten[:MAX_BINS]),
+            "expected": _ints(want[key][:MAX_BINS]),
+        }
+    mine = np.asarray(got["slot"], np.int64).reshape(-1)
+    right = np.asarray(want["slot"], np.int64).reshape(-1)
+    wrong = mine != right
+    unwritten = got.get("slot.unwritten")
+    if unwritten is not None:
+        wrong |= np.asarray(unwritten, bool).reshape(-1)
+    pairs = np.flatnonzero(wrong)[:MAX_TOKENS]
+    shown = _ints(mine, unwritten)
+    return {
+        "kind": "dispatch",
+        "case": case.name,
+        "hidden": case.hidden,
+        "shape": {"M": int(M), "K": int(K), "E": int(E)},
+        **per_expert,
+        "bad_experts": int(bad_experts.sum()),
+        "bad_pairs": int(wrong.sum()),
+        "pairs": [int(p) for p in pairs],
+        "slots": [[shown[p], int(right[p])] for p in pairs],
+    }
+
+
 def failure(judge, case: Case, got: Output) -> dict:
-    """Where the output of a failing case is wrong, on the output's own shape."""
+    """Where the output of a failing case is wrong, on the output's own shape: each
+    interface's outputs have their own figure."""
     if "idx0" in got:
         return _gating(judge, case, got)
     if "lse" in got:
         return _split_kv(judge, case, got)
-    return _attention(judge, case, got)
+    if "token_of_slot" in got:
+        return _dispatch(judge, case, got)
+    if "out" in got:
+        return _attention(judge, case, got)
+    raise KeyError(f"no figure for outputs {sorted(got)}")
 
 
 # ---- the probe: the attention weights a 2-D attention kernel gives, key by key ----------------

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import jinja2
 
+from grader.judge import errors
 from grader.judge.traps import TRAPS
 from grader.report import cards as cards_text
 from grader.report import svg
@@ -114,6 +115,15 @@ def pictures(check: CheckResult) -> list[tuple[str, object]]:
                 svg.gating_grid(details),
             )
         )
+    if details.get("kind") == "dispatch":
+        shape = ", ".join(f"{k}={v}" for k, v in details["shape"].items())
+        found.append(
+            (
+                f"{check.id}: each expert's count and first row, and the pairs on the wrong row "
+                f"({shape}).",
+                svg.dispatch_layout(details),
+            )
+        )
     return found
 
 
@@ -133,6 +143,7 @@ def cards(ex: ExerciseResult) -> list[dict]:
                 "status": check.status,
                 "checks": [],
                 "pictures": [],
+                "unpictured": [],  # the grader's failures to draw a check's figure
                 "hidden": False,
             }
         card = found[key]
@@ -141,6 +152,8 @@ def cards(ex: ExerciseResult) -> list[dict]:
         if check.status == "failed":
             card["status"] = "failed"
         card["pictures"] += pictures(check)
+        if (check.details or {}).get("figure_error"):
+            card["unpictured"].append((check.id, check.details["figure_error"]))
     return list(found.values())
 
 
@@ -156,6 +169,14 @@ def own_notes(ex: ExerciseResult) -> list[CheckResult]:
         for c in ex.checks
         if c.note and c.status != "passed" and not (c.status == "error" and c.message in shared)
     ]
+
+
+def note_title(check: CheckResult) -> str:
+    """A note's heading: a compile error is the student's own (the line is theirs, or their
+    regions made given code fail), however the note's inputs were made."""
+    if errors.DOES_NOT_COMPILE in check.message:
+        return "Your code does not compile"
+    return "Note on given code"
 
 
 def render(report: Report) -> str:
@@ -176,7 +197,12 @@ def render(report: Report) -> str:
                 # A "hidden" badge tells checks apart only where an exercise has both kinds;
                 # on a page graded by one set, the line above the exercises says which.
                 "mixed": len({c.hidden for c in ex.checks}) > 1,
-                "notes": own_notes(ex),
+                "notes": [{"check": c, "title": note_title(c)} for c in own_notes(ex)],
+                "error_title": (
+                    "Your code does not compile"
+                    if ex.error and errors.DOES_NOT_COMPILE in ex.error
+                    else "Nothing could be judged"
+                ),
                 "edits": edits_outside(ex) if ex.integrity and not ex.integrity["ok"] else "",
             }
         )

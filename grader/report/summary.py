@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+from grader.judge import errors
 from grader.judge.traps import TRAPS
 from grader.report import cards
 from grader.report.records import ExerciseResult, Report, edits_outside
@@ -24,6 +25,15 @@ from kata.student import progress
 WIDTH = 80  # in a pipe or file; a terminal gets its own width (kata.terminal)
 MARKS = {"passed": "PASS", "failed": "FAIL", "blocked": "WAIT", "error": "ERR "}
 COLOURS = {"passed": "32", "failed": "31", "blocked": "33", "error": "33"}
+
+
+def compiler_words(message: str) -> str:
+    """A compile error for the summary: where, and the compiler's words, whole (the case it
+    came from and the plain words are said above). Any other message as it is."""
+    at = message.find(errors.DOES_NOT_COMPILE)
+    if at < 0:
+        return message
+    return message[at:].split(" In plain words: ")[0]
 
 
 def ticks(limit: float | None) -> tuple[float, float]:
@@ -244,9 +254,9 @@ class Printer:
                 if c.trap:
                     notes.append(f"{c.trap}: {TRAPS[c.trap].hint}")
                 elif ex.error:
-                    notes.append(ex.error)
+                    notes.append(compiler_words(ex.error))
                 elif c.status == "error":
-                    notes.append(f"{c.id}: {c.message}")
+                    notes.append(f"{c.id}: {compiler_words(c.message)}")
                 elif c.status == "blocked":
                     notes.append(f"{c.id}: not judged yet (another TODO first, see above)")
                 else:  # evidence, said in full above: the check and where to look
@@ -267,7 +277,8 @@ class Printer:
                         self.width,
                         initial_indent="    ",
                         subsequent_indent="      ",
-                        max_lines=2,
+                        # The compiler's words are the cause: never cut.
+                        max_lines=None if errors.DOES_NOT_COMPILE in note else 2,
                         placeholder=" ...",
                     ):
                         self._print(line)

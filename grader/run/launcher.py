@@ -635,7 +635,7 @@ def compile_only(fd: int, job: dict) -> int:
     from kata import catalogue, interfaces
 
     assert runtime.BACKEND == runtime.COMPILER, "run with KATA_DEVICE=compiler"
-    errors.use_lines(job.get("lines"))
+    errors.use_lines(job.get("lines"), job.get("regions"))
     watchdog(fd, job)
     start = time.monotonic()
     found = {"failed": [], "launches": 0, "configs": {}, "error": None}
@@ -666,7 +666,7 @@ def main(fd: int, job: dict) -> int:
     from grader.run import timing
     from kata import catalogue, interfaces
 
-    errors.use_lines(job.get("lines"))
+    errors.use_lines(job.get("lines"), job.get("regions"))
     watchdog(fd, job)
     watch = Watch(runtime.INTERPRETER)
     if runtime.INTERPRETER:

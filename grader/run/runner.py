@@ -169,11 +169,13 @@ def launch(
     timed: bool = True,
     lines: dict[int, int] | None = None,
     shown: str | None = None,
+    regions: dict[str, list[list[int]]] | None = None,
 ) -> Launch:
     """Run the launcher on every case of ``spec`` (and the picture's probe), and collect what it
     sends back. Kernels that will run in the interpreter are first compiled for the GPU.
     ``text`` is what runs; ``lines`` maps its lines to those of ``shown``, the submission as the
-    student wrote it, which messages quote (both default to ``text`` itself)."""
+    student wrote it, which messages quote (both default to ``text`` itself); ``regions``, each
+    TODO's lines in ``shown``, lets a message name the TODO of a line."""
     shown = text if shown is None else shown
     cases = list(spec.cases.values())
     probe = details.probe_case(spec.exercise.causal) if spec.interface.name == "attention" else None
@@ -183,7 +185,7 @@ def launch(
     configs = None
     refused: list = []
     if backend == "interpreter":
-        job = _job(spec, text, file, cases, lines=lines)
+        job = _job(spec, text, file, cases, lines=lines, regions=regions)
         records, done = _child(job, "compiler", timeout, "--compile")
         result.compiled = next((f for f, _ in records if f.get("kind") == "compiled"), None)
         result.seconds = done.seconds
@@ -205,6 +207,7 @@ def launch(
         refused=refused,
         timing=list(spec.timing) if timed else [],
         lines=lines,
+        regions=regions,
     )
     # One limit for the exercise: the compiler's time comes out of it (and the message names it).
     left = None if timeout is None else max(timeout - result.seconds, 1.0)
@@ -612,7 +615,15 @@ def grade_exercise(
         more = f" (and {len(findings) - 3} more)" if len(findings) > 3 else ""
         return zero(f"not run: {shown}{more}", integrity=integrity, warnings=warnings)
     ran = launch(
-        spec, graded, file, backend, time_limit(backend, ex, timeout), timed, lines, shown=text
+        spec,
+        graded,
+        file,
+        backend,
+        time_limit(backend, ex, timeout),
+        timed,
+        lines,
+        shown=text,
+        regions=None if free_form else found.regions,
     )
     kept = report_dir / "pytest" / f"{ex.stem}.json" if report_dir else None
     checks = judge(spec, ran, kept)
