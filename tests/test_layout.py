@@ -185,3 +185,45 @@ def test_the_formatter_owns_the_layout():
     ).stdout.split()
     count = sum((ROOT / f).read_text().count("fmt: skip") for f in files if (ROOT / f).is_file())
     assert count <= 40, f"{count} '# fmt: skip' markers"
+
+
+LONGEST = 80  # lines a function may have, counted from ``def`` to its last line
+
+
+def long_functions(path, longest: int = LONGEST) -> list[str]:
+    """``path:name:lines`` for each function of the file longer than ``longest`` lines, counted
+    from the ``def`` line to the last line, docstring included and decorators not. A nested
+    function counts inside its parent. The kata's ``@triton.jit`` kernels are left out: a kernel
+    is one piece of teaching, written by the student as one function."""
+    label = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if any(ast.unparse(d).endswith("jit") for d in node.decorator_list):
+            continue
+        lines = node.end_lineno - node.lineno + 1
+        if lines > longest:
+            found.append(f"{label}:{node.name}:{lines}")
+    return found
+
+
+def test_no_function_is_longer_than_80_lines():
+    """A long function is split into named steps, so that a reader sees what it does."""
+    found = [
+        f
+        for p in PACKAGES
+        for path in sorted((ROOT / p).rglob("*.py"))
+        for f in long_functions(path)
+    ]
+    assert found == [], "functions over 80 lines:\n" + "\n".join(found)
+
+
+def test_the_length_check_counts_from_def_to_the_last_line(tmp_path):
+    body = "".join(f"    x{i} = {i}\n" for i in range(LONGEST - 2))
+    (tmp_path / "m.py").write_text(
+        f'def short():\n    """Doc."""\n{body}\ndef long():\n    """Doc."""\n{body}    return 1\n'
+        f"@triton.jit\ndef kernel():\n{body}{body}"
+    )
+    found = long_functions(tmp_path / "m.py")
+    assert [f.split(":", 1)[1] for f in found] == [f"long:{LONGEST + 1}"], found
