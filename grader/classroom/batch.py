@@ -274,45 +274,34 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = build_parser()
-    args = p.parse_args(argv)
-    out = args.out.resolve()
-    slurm_mode = args.engine == "slurm" or args.emit_sbatch
-    if args.gather:
-        if not out.is_dir():
-            p.error(f"{args.out} is not a folder")
-        finish(out)
-        return 0
+def is_slurm(args: argparse.Namespace) -> bool:
+    """Whether Slurm grades the class: submitted through submitit, or by hand from a script."""
+    return bool(args.engine == "slurm" or args.emit_sbatch)
+
+
+def check_options(p: argparse.ArgumentParser, args: argparse.Namespace) -> str | None:
+    """Why the options cannot grade a class (a misused option exits through argparse), or None."""
+    slurm_mode = is_slurm(args)
     if args.submissions is None:
         p.error("--submissions DIR is needed (or --gather to only write the gradebook)")
     if not args.submissions.is_dir():
-        print(f"batch: {args.submissions} is not a folder", file=sys.stderr)
-        return 2
+        return f"{args.submissions} is not a folder"
     given = [o for o in SLURM_ONLY if p.get_default(o) != getattr(args, o)]
     if not slurm_mode and given:
         p.error(f"--{given[0].replace('_', '-')} is for --engine slurm or --emit-sbatch")
     if slurm_mode and args.jobs:
         p.error("--jobs is for the local engine; with Slurm, --max-parallel caps the tasks")
     if slurm_mode and args.engine == "slurm" and not args.emit_sbatch:
-        problem = slurm.missing_commands()
-        if problem:
-            print(f"batch: {problem}", file=sys.stderr)
-            return 2
+        return slurm.missing_commands()
+    return None
 
-    students = find_students(args.submissions)
-    problem = not_a_class(args.submissions, students)
-    if problem:
-        print(f"batch: {problem}", file=sys.stderr)
-        return 2
-    out.mkdir(parents=True, exist_ok=True)
-    for student in students:  # OUT lists the class, for --gather
-        (out / student).mkdir(exist_ok=True)
-    version = grader_version()
-    todo = [s for s in students if args.force or not is_graded(out, s, version)]
-    skipped = len(students) - len(todo)
-    # Each upload's exercise files, zips unpacked; an upload without any is not graded, and its
-    # row says what it holds (no score, never a 0).
+
+def sort_uploads(
+    out: Path, students: dict[str, Path], todo: list[str], version: str
+) -> tuple[dict[str, Path], dict[str, str], list[str]]:
+    """Each upload's exercise files, zips unpacked: (the folder to grade per student, a note per
+    student whose zips were unpacked, the students without any). An upload without exercise
+    files is not graded, and its row says what it holds (no score, never a 0)."""
     targets, unpacked, empty = {}, {}, []
     for student in todo:
         found = upload_folder(out, student, students[student])
@@ -335,40 +324,105 @@ def main(argv: list[str] | None = None) -> int:
                 "reason": found.why_not(students[student]),
             },
         )
+    return targets, unpacked, empty
+
+
+def slurm_options(args: argparse.Namespace, out: Path) -> slurm.Options:
+    """The Slurm engine's settings, with a note on the paths the nodes may not see."""
+    gpus = args.gpus_per_task
+    if gpus is None:
+        gpus = 0 if args.device == "interpreter" else 1
+    opts = slurm.Options(
+        args.partition,
+        gpus,
+        args.max_parallel,
+        args.time,
+        args.mem_gb,
+        args.account,
+        tuple(args.sbatch_arg),
+        args.device,
+    )
+    local_ = slurm.local_paths(
+        {
+            "OUT": out,
+            "the submissions": args.submissions,
+            "this checkout": ROOT,
+            "Python": Path(sys.executable),
+        }
+    )
+    if local_:
+        print(
+            f"note: usually node-local, but the nodes must see them: {'; '.join(local_)} "
+            f"({slurm.SHARED_HINT})",
+            file=sys.stderr,
+        )
+    return opts
+
+
+def plan_engine(args: argparse.Namespace, out: Path) -> tuple[object, int, str]:
+    """(the engine's settings: Slurm options or the local worker slots, the jobs one student's
+    grading runs at once, where the grading runs, in words)."""
+    if is_slurm(args):
+        opts = slurm_options(args, out)
+        return opts, opts.cpus, "one Slurm array task per student"
+    slots, inner, where = local.plan(args.device, args.jobs)
+    return slots, inner, f"{len(slots)} worker(s) on {where}"
+
+
+def run_engine(args: argparse.Namespace, tasks: list[Task], out: Path, plan: object) -> int:
+    """Grade the tasks with the engine ``plan`` is for and write the gradebook; the exit code.
+    ``--emit-sbatch`` only writes the script, and the gradebook waits for ``--gather``."""
+    code = 0
+    if args.emit_sbatch:
+        if not tasks:
+            print("nothing to grade (--force regrades everyone)")
+        else:
+            script, manifest = slurm.emit(tasks, out, plan, args.emit_sbatch.resolve())
+            print(
+                f"wrote {script} ({len(tasks)} array task(s)) and {manifest}\n"
+                f"submit it with: sbatch {script}\n"
+                f"when it is over: nox -s batch -- --gather --out {out}"
+            )
+            return 0
+    elif tasks and is_slurm(args):
+        code = slurm.run(tasks, out, plan)
+        if code == 2:
+            return code
+    elif tasks:
+        local.run(tasks, plan)
+    finish(out)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
+    args = p.parse_args(argv)
+    out = args.out.resolve()
+    if args.gather:
+        if not out.is_dir():
+            p.error(f"{args.out} is not a folder")
+        finish(out)
+        return 0
+    problem = check_options(p, args)
+    if problem:
+        print(f"batch: {problem}", file=sys.stderr)
+        return 2
+
+    students = find_students(args.submissions)
+    problem = not_a_class(args.submissions, students)
+    if problem:
+        print(f"batch: {problem}", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    for student in students:  # OUT lists the class, for --gather
+        (out / student).mkdir(exist_ok=True)
+    version = grader_version()
+    todo = [s for s in students if args.force or not is_graded(out, s, version)]
+    skipped = len(students) - len(todo)
+    targets, unpacked, empty = sort_uploads(out, students, todo, version)
     todo = [s for s in todo if s in targets]
 
-    if slurm_mode:
-        gpus = args.gpus_per_task
-        if gpus is None:
-            gpus = 0 if args.device == "interpreter" else 1
-        opts = slurm.Options(
-            args.partition,
-            gpus,
-            args.max_parallel,
-            args.time,
-            args.mem_gb,
-            args.account,
-            tuple(args.sbatch_arg),
-            args.device,
-        )
-        inner, where = opts.cpus, "one Slurm array task per student"
-        local_ = slurm.local_paths(
-            {
-                "OUT": out,
-                "the submissions": args.submissions,
-                "this checkout": ROOT,
-                "Python": Path(sys.executable),
-            }
-        )
-        if local_:
-            print(
-                f"note: usually node-local, but the nodes must see them: {'; '.join(local_)} "
-                f"({slurm.SHARED_HINT})",
-                file=sys.stderr,
-            )
-    else:
-        slots, inner, where = local.plan(args.device, args.jobs)
-        where = f"{len(slots)} worker(s) on {where}"
+    plan, inner, where = plan_engine(args, out)
     without = f", {len(empty)} without exercise files" if empty else ""
     print(
         f"{len(students)} student(s) in {args.submissions}: grading {len(todo)}, "
@@ -386,30 +440,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         for s in todo
     ]
-    if not (slurm_mode and not args.emit_sbatch):  # the Slurm engine clears once sbatch took it
+    if not (is_slurm(args) and not args.emit_sbatch):  # the Slurm engine clears once sbatch took it
         for task in tasks:
             clear(out, task.student)
-
-    code = 0
-    if args.emit_sbatch:
-        if not tasks:
-            print("nothing to grade (--force regrades everyone)")
-        else:
-            script, manifest = slurm.emit(tasks, out, opts, args.emit_sbatch.resolve())
-            print(
-                f"wrote {script} ({len(tasks)} array task(s)) and {manifest}\n"
-                f"submit it with: sbatch {script}\n"
-                f"when it is over: nox -s batch -- --gather --out {out}"
-            )
-            return 0
-    elif tasks and slurm_mode:
-        code = slurm.run(tasks, out, opts)
-        if code == 2:
-            return code
-    elif tasks:
-        local.run(tasks, slots)
-    finish(out)
-    return code
+    return run_engine(args, tasks, out, plan)
 
 
 if __name__ == "__main__":
