@@ -24,6 +24,7 @@ import ast
 import inspect
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -101,6 +102,41 @@ def raw_top2_sums() -> Path:
     return _save(fig, "raw_top2_sums.png")
 
 
+def _draw_rescale(low, alphas: list[float], block_n: int) -> None:
+    """The rescale of each key block, drawn as 1 - alpha: how much acc and l_i shrink."""
+    blocks = np.arange(len(alphas))
+    shrink = [1 - a for a in alphas]
+    colours = ["#bdbdbd"] + ["#e6550d"] * (len(shrink) - 1)
+    low.bar(blocks, shrink, color=colours, width=0.6)
+    low.bar([0], [shrink[0]], color="none", edgecolor="#636363", hatch="//", width=0.6)
+    for b, (a, s) in enumerate(zip(alphas, shrink)):
+        if b == 0:
+            text = "first block"
+        elif s == 0:
+            text = "alpha = 1"
+        else:
+            text = f"alpha = {a:.2f}"
+        low.text(b, s + 0.04, text, ha="center", va="bottom", fontsize=7.5)
+    low.set(
+        xlabel=f"key block ({block_n} keys each)",
+        ylabel="1 - alpha",
+        ylim=(0, 1.6),
+        xticks=blocks,
+        yticks=[0, 0.5, 1],
+    )
+    low.text(
+        0.99,
+        0.95,
+        "how much acc and l_i shrink: 1 - alpha, alpha = exp(m_old - m_new)\n"
+        "alpha = 1: m_i did not grow, nothing to rescale; first block: nothing summed yet",
+        transform=low.transAxes,
+        ha="right",
+        va="top",
+        fontsize=7.5,
+        color="#444",
+    )
+
+
 def running_max(row: int = 0, block_n: int = 4) -> Path:
     """The loop of 21.1 replayed in float64 for one row, 4-key blocks as in the chapter."""
     flash = _solution("01").flash_attention
@@ -154,36 +190,7 @@ def running_max(row: int = 0, block_n: int = 4) -> Path:
     )
     ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
 
-    shrink = [1 - a for a in alphas]
-    colours = ["#bdbdbd"] + ["#e6550d"] * (len(shrink) - 1)
-    low.bar(blocks, shrink, color=colours, width=0.6)
-    low.bar([0], [shrink[0]], color="none", edgecolor="#636363", hatch="//", width=0.6)
-    for b, (a, s) in enumerate(zip(alphas, shrink)):
-        if b == 0:
-            text = "first block"
-        elif s == 0:
-            text = "alpha = 1"
-        else:
-            text = f"alpha = {a:.2f}"
-        low.text(b, s + 0.04, text, ha="center", va="bottom", fontsize=7.5)
-    low.set(
-        xlabel=f"key block ({block_n} keys each)",
-        ylabel="1 - alpha",
-        ylim=(0, 1.6),
-        xticks=blocks,
-        yticks=[0, 0.5, 1],
-    )
-    low.text(
-        0.99,
-        0.95,
-        "how much acc and l_i shrink: 1 - alpha, alpha = exp(m_old - m_new)\n"
-        "alpha = 1: m_i did not grow, nothing to rescale; first block: nothing summed yet",
-        transform=low.transAxes,
-        ha="right",
-        va="top",
-        fontsize=7.5,
-        color="#444",
-    )
+    _draw_rescale(low, alphas, block_n)
     return _save(fig, "running_max.png")
 
 
@@ -228,28 +235,43 @@ def attention_traffic(M: int, N: int, D: int, block_m: int) -> dict[str, int]:
     }
 
 
-def flash_tiling(M: int = 64, N: int = 80, D: int = 16, pid: int = 1, step: int = 2) -> Path:
-    """01's grid and key loop for one shape, with 01's own block sizes: program ``pid`` at key
-    tile ``step``, what it keeps on chip, and how many times the grid reads K and V."""
-    from kata import host  # imports triton: only once runtime.configure() has run
+@dataclass(frozen=True)
+class _Tiling:
+    """01's grid for one shape and where flash_tiling.png draws its parts (y grows downwards)."""
 
-    defaults = inspect.signature(_solution("01").flash_attention).parameters
-    block_m, block_n, block_d = host.attention_blocks(
-        D, defaults["BLOCK_M"].default, defaults["BLOCK_N"].default
-    )
-    programs = -(-M // block_m)  # the grid, cdiv(M, BLOCK_M)
-    tiles = range(0, N, block_n)  # every program's key loop
-    assert 0 <= pid < programs and 0 <= step < len(tiles) and D <= block_d
-    n0, m0 = tiles[step], pid * block_m
+    M: int
+    N: int
+    D: int
+    block_m: int
+    block_n: int
+    block_d: int
+    pid: int
+    programs: int
+    tiles: range
+    m0: int
+    n0: int
+    x_q: int
+    x_chip: int
+    chip_w: int
+    x_out: int
+    y_k: int
+    y_chip: int
+    chip_h: int
+    y_v: int
+    top: int
+    low: int
 
-    # K and V lie on their sides, above and below the chip, so that the tile the loop is at
-    # sits right over the scores it makes and right under the acc it feeds.
-    fig, ax = plt.subplots(figsize=(9, 5.4))
-    light, mine, done, now, kept = "#deebf7", "#6baed6", "#c6dbef", "#fdae6b", "#bcbddc"
-    x_q, x_chip, chip_w = 0, 34, max(N, 2 * block_d + block_n + 12) + 44
-    x_out = x_chip + chip_w + 18
-    y_k, y_chip, chip_h = 0, D + 10, 2 * block_m + 22
-    y_v, top, low = y_chip + chip_h + 8, y_chip + 6, y_chip + chip_h - 6 - block_m
+
+_TILING_COLOURS = ("#deebf7", "#6baed6", "#c6dbef", "#fdae6b", "#bcbddc")
+
+
+def _draw_operands(ax, t: _Tiling) -> None:
+    """Q and out beside the chip, program pid's rows marked; K and V on their sides above and
+    below it, the tiles done, the one the loop is at and those to come."""
+    M, N, D, block_m, block_n, tiles = t.M, t.N, t.D, t.block_m, t.block_n, t.tiles
+    m0, n0, x_q, x_chip, x_out, y_k = t.m0, t.n0, t.x_q, t.x_chip, t.x_out, t.y_k
+    y_chip, y_v = t.y_chip, t.y_v
+    light, mine, done, now, kept = _TILING_COLOURS
     for name, x in (("Q", x_q), ("out", x_out)):
         for r0 in range(0, M, block_m):
             colour = mine if r0 == m0 else light
@@ -290,7 +312,20 @@ def flash_tiling(M: int = 64, N: int = 80, D: int = 16, pid: int = 1, step: int 
         fontsize=7.5,
     )
 
-    # On chip: what program pid holds while its loop runs.
+
+def _draw_chip(ax, t: _Tiling) -> None:
+    """What program pid holds on chip while its loop runs, and where each part comes from."""
+    D, block_m, block_n, block_d, pid, programs = (
+        t.D,
+        t.block_m,
+        t.block_n,
+        t.block_d,
+        t.pid,
+        t.programs,
+    )
+    m0, n0, x_q, x_chip, chip_w, x_out = t.m0, t.n0, t.x_q, t.x_chip, t.chip_w, t.x_out
+    y_k, y_chip, chip_h, y_v, top, low = t.y_k, t.y_chip, t.chip_h, t.y_v, t.top, t.low
+    light, mine, done, now, kept = _TILING_COLOURS
     ax.add_patch(
         plt.Rectangle(
             (x_chip, y_chip),
@@ -351,6 +386,12 @@ def flash_tiling(M: int = 64, N: int = 80, D: int = 16, pid: int = 1, step: int 
         fontsize=7,
     )
 
+
+def _draw_traffic(ax, t: _Tiling) -> int:
+    """Below the picture, the elements this grid moves against plain attention's; the y the
+    text starts at."""
+    M, N, D, block_m, programs, tiles = t.M, t.N, t.D, t.block_m, t.programs, t.tiles
+    x_q, y_v = t.x_q, t.y_v
     io = attention_traffic(M, N, D, block_m)
     assert io["programs"] == programs
     bottom = y_v + D + 10
@@ -371,6 +412,56 @@ def flash_tiling(M: int = 64, N: int = 80, D: int = 16, pid: int = 1, step: int 
         va="top",
         fontsize=8.5,
     )
+    return bottom
+
+
+def flash_tiling(M: int = 64, N: int = 80, D: int = 16, pid: int = 1, step: int = 2) -> Path:
+    """01's grid and key loop for one shape, with 01's own block sizes: program ``pid`` at key
+    tile ``step``, what it keeps on chip, and how many times the grid reads K and V."""
+    from kata import host  # imports triton: only once runtime.configure() has run
+
+    defaults = inspect.signature(_solution("01").flash_attention).parameters
+    block_m, block_n, block_d = host.attention_blocks(
+        D, defaults["BLOCK_M"].default, defaults["BLOCK_N"].default
+    )
+    programs = -(-M // block_m)  # the grid, cdiv(M, BLOCK_M)
+    tiles = range(0, N, block_n)  # every program's key loop
+    assert 0 <= pid < programs and 0 <= step < len(tiles) and D <= block_d
+    n0, m0 = tiles[step], pid * block_m
+
+    # K and V lie on their sides, above and below the chip, so that the tile the loop is at
+    # sits right over the scores it makes and right under the acc it feeds.
+    fig, ax = plt.subplots(figsize=(9, 5.4))
+    x_q, x_chip, chip_w = 0, 34, max(N, 2 * block_d + block_n + 12) + 44
+    x_out = x_chip + chip_w + 18
+    y_k, y_chip, chip_h = 0, D + 10, 2 * block_m + 22
+    y_v, top, low = y_chip + chip_h + 8, y_chip + 6, y_chip + chip_h - 6 - block_m
+    t = _Tiling(
+        M=M,
+        N=N,
+        D=D,
+        block_m=block_m,
+        block_n=block_n,
+        block_d=block_d,
+        pid=pid,
+        programs=programs,
+        tiles=tiles,
+        m0=m0,
+        n0=n0,
+        x_q=x_q,
+        x_chip=x_chip,
+        chip_w=chip_w,
+        x_out=x_out,
+        y_k=y_k,
+        y_chip=y_chip,
+        chip_h=chip_h,
+        y_v=y_v,
+        top=top,
+        low=low,
+    )
+    _draw_operands(ax, t)
+    _draw_chip(ax, t)
+    bottom = _draw_traffic(ax, t)
     ax.set(
         xlim=(x_q - 1, x_out + D + 1),
         ylim=(bottom + 26, y_k - 8),
@@ -435,17 +526,9 @@ def _configs_of_04() -> list[tuple]:
     raise LookupError("04 has no CONFIGS list")
 
 
-def causal_stages(S: int = 448, block_m: int = 128, block_n: int = 64) -> Path:
-    """04's two-stage causal loop with 04's own tiles: which key tiles each query tile visits in
-    stage 1 and in stage 2, which of its rows a stage-2 tile hides entirely, and where S ends."""
-    assert any(c[:2] == (block_m, block_n) for c in _configs_of_04()), "not one of 04's tiles"
-    stages = causal_stages_of_04()
-    visited = causal_stage_tiles(S, block_m, block_n)
-    programs = -(-S // block_m)
-    edge = programs * block_m  # the last query tile's rows, and the last key tile's keys
-    colours = {1: "#9ecae1", 2: "#fdae6b", 0: "#eeeeee"}
-
-    fig, ax = plt.subplots(figsize=(8.6, 8), layout="constrained")
+def _draw_stage_tiles(ax, visited, stages, colours, S, block_m, block_n, edge) -> None:
+    """Every tile of the grid, coloured by the stage that visits it; in the last stage's
+    (diagonal) tiles, the pairs the mask hides and the rows that see none of the keys."""
     for m0 in range(0, edge, block_m):
         for n0 in range(0, edge, block_n):
             stage = visited.get((m0, n0), 0)
@@ -471,27 +554,33 @@ def causal_stages(S: int = 448, block_m: int = 128, block_n: int = 64) -> Path:
                         lw=0,
                     )
                 )
-    (diagonal,) = ax.plot([0, S], [0, S], color="#08306b", lw=1.5)
-    if edge > S:  # what lies past S: rows never stored, keys that no real row may see
-        for rect in ((0, S, edge, edge - S), (S, 0, edge - S, S)):
-            ax.add_patch(plt.Rectangle(rect[:2], *rect[2:], fc="#636363", alpha=0.18, lw=0))
-        ax.text(
-            8,
-            S + (edge - S) / 2,
-            f"rows past S = {S}: computed, never stored",
-            va="center",
-            fontsize=7.5,
-        )
-        ax.text(
-            S + (edge - S) / 2,
-            S / 2,
-            "keys past S: loaded as zeros, and no real row may see them",
-            rotation=90,
-            ha="center",
-            va="center",
-            fontsize=7.5,
-        )
 
+
+def _shade_past_s(ax, S: int, edge: int) -> None:
+    """What lies past S: rows never stored, keys that no real row may see."""
+    for rect in ((0, S, edge, edge - S), (S, 0, edge - S, S)):
+        ax.add_patch(plt.Rectangle(rect[:2], *rect[2:], fc="#636363", alpha=0.18, lw=0))
+    ax.text(
+        8,
+        S + (edge - S) / 2,
+        f"rows past S = {S}: computed, never stored",
+        va="center",
+        fontsize=7.5,
+    )
+    ax.text(
+        S + (edge - S) / 2,
+        S / 2,
+        "keys past S: loaded as zeros, and no real row may see them",
+        rotation=90,
+        ha="center",
+        va="center",
+        fontsize=7.5,
+    )
+
+
+def _annotate_stages(ax, visited, stages, programs, block_m, block_n) -> None:
+    """Why a stage-2 tile may hide all its keys from some rows, and why pid_m = 0 needs no
+    stage 1."""
     # The argument for the hatched rows, for the last query tile that has a stage 1.
     m0 = (programs - 2) * block_m if programs > 1 else 0
     first = min(n for (m, n), st in visited.items() if m == m0 and st == len(stages))
@@ -515,6 +604,24 @@ def causal_stages(S: int = 448, block_m: int = 128, block_n: int = 64) -> Path:
         arrowprops={"arrowstyle": "->", "color": "#636363"},
         bbox={"fc": "white", "ec": "#636363", "lw": 0.8},
     )
+
+
+def causal_stages(S: int = 448, block_m: int = 128, block_n: int = 64) -> Path:
+    """04's two-stage causal loop with 04's own tiles: which key tiles each query tile visits in
+    stage 1 and in stage 2, which of its rows a stage-2 tile hides entirely, and where S ends."""
+    assert any(c[:2] == (block_m, block_n) for c in _configs_of_04()), "not one of 04's tiles"
+    stages = causal_stages_of_04()
+    visited = causal_stage_tiles(S, block_m, block_n)
+    programs = -(-S // block_m)
+    edge = programs * block_m  # the last query tile's rows, and the last key tile's keys
+    colours = {1: "#9ecae1", 2: "#fdae6b", 0: "#eeeeee"}
+
+    fig, ax = plt.subplots(figsize=(8.6, 8), layout="constrained")
+    _draw_stage_tiles(ax, visited, stages, colours, S, block_m, block_n, edge)
+    (diagonal,) = ax.plot([0, S], [0, S], color="#08306b", lw=1.5)
+    if edge > S:
+        _shade_past_s(ax, S, edge)
+    _annotate_stages(ax, visited, stages, programs, block_m, block_n)
     right = ax.secondary_yaxis("right")
     right.set_yticks(
         [m0 + block_m / 2 for m0 in range(0, edge, block_m)],
@@ -659,24 +766,19 @@ def _matrix(ax, x, y, rows, cols, colour, title="", below="", highlight=None) ->
         ax.text(x + cols / 2, y + rows + 1.2, below, ha="center", va="top", fontsize=7)
 
 
-def mma_shapes() -> Path:
-    """Why tl.dot wants K >= 16 on 16-bit inputs: the fragments of the tensor-core instructions
-    the compiler emits (A m x k, B k x n, C m x n), and q @ k^T cut into K steps along the head
-    dimension. Every shape is read from PTX that Triton compiled here, for sm_80 and sm_90."""
-    import triton
+_MMA_COLOURS = ("#9ecae1", "#fdae6b", "#bcbddc")  # A, B and C of an instruction
 
-    emitted = compiled_mma()
-    floors = min_dot_k()
+
+def _draw_instructions(top, emitted: dict, floors: dict[str, int]) -> list[tuple]:
+    """The tensor-core instructions the compiler emits, one cell per element, beside what they
+    mean; the Hopper instructions for fp16 and tf32, as (name, m, n, k)."""
+    import triton
 
     def only(probe):
         (found,) = emitted[probe]  # one kind of instruction per dot
         return found
 
-    a_col, b_col, c_col = "#9ecae1", "#fdae6b", "#bcbddc"
-    fig, (top, low) = plt.subplots(
-        2, 1, figsize=(9, 7), layout="constrained", gridspec_kw={"height_ratios": [1.1, 2.6]}
-    )
-
+    a_col, b_col, c_col = _MMA_COLOURS
     # One instruction each, one cell per element, for one warp of 32 threads.
     x, gap = 0, 7
     for probe, label, width in (
@@ -714,9 +816,13 @@ def mma_shapes() -> Path:
     top.text(x, -10, "\n".join(lines), fontsize=7.5, va="top")
     top.set(xlim=(-1, x + 48), ylim=(24, -10), aspect="equal")
     top.axis("off")
+    return hopper
 
-    # q @ k^T for one query tile, cut into K steps along the head dimension: the Hopper
-    # instruction for fp16, with its own m, n and k.
+
+def _draw_k_steps(low, hopper: list[tuple], floors: dict[str, int]) -> None:
+    """q @ k^T cut into K steps along the head dimension, and why K must fill a step."""
+    a_col, b_col, c_col = _MMA_COLOURS
+    # One query tile, with the Hopper instruction for fp16 and its own m, n and k.
     name, block_m, block_n, k16 = hopper[0]
     head_dim = DOT_PROBES[2][2]
     steps, step = head_dim // k16, 1
@@ -765,6 +871,19 @@ def mma_shapes() -> Path:
     low.text(0, block_m + 9, textwrap.fill(text, 128), fontsize=8, va="top")
     low.set(xlim=(-1, x_s + block_n + 1), ylim=(block_m + 32, -6), aspect="equal")
     low.axis("off")
+
+
+def mma_shapes() -> Path:
+    """Why tl.dot wants K >= 16 on 16-bit inputs: the fragments of the tensor-core instructions
+    the compiler emits (A m x k, B k x n, C m x n), and q @ k^T cut into K steps along the head
+    dimension. Every shape is read from PTX that Triton compiled here, for sm_80 and sm_90."""
+    emitted = compiled_mma()
+    floors = min_dot_k()
+    fig, (top, low) = plt.subplots(
+        2, 1, figsize=(9, 7), layout="constrained", gridspec_kw={"height_ratios": [1.1, 2.6]}
+    )
+    hopper = _draw_instructions(top, emitted, floors)
+    _draw_k_steps(low, hopper, floors)
     fig.suptitle(
         "Why tl.dot wants K >= 16: the tensor-core instructions, and q @ k^T in K steps",
         fontsize=10,
