@@ -300,17 +300,12 @@ class Pinned:
         self.kernel, self.config = kernel, config
 
     def __getitem__(self, grid):
-        tuner, heuristics, inner = _layers(self.kernel)
+        tuner, _, inner = _layers(self.kernel)
         if self.config is None or tuner is None:
             return self.kernel[grid]
 
         def launch(*args, **kwargs):
-            kwargs = {**kwargs, **self.config}
-            named = {**dict(zip(inner.arg_names, args)), **kwargs}
-            for layer in heuristics:  # outermost first, as Heuristics.run does
-                for key, rule in layer.values.items():
-                    kwargs[key] = named[key] = rule(named)
-            return inner[grid](*args, **kwargs)
+            return inner[grid](*args, **resolve(self.kernel, args, kwargs, self.config))
 
         return launch
 
@@ -323,6 +318,28 @@ class Recorder:
 
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self.calls.append((args, kwargs))
+
+
+def record_launches(interface, torch, case) -> list[tuple[tuple, dict]]:
+    """The ``(args, kwargs)`` of each launch the interface makes for ``case``, none of them run."""
+    from kata import runtime
+
+    recorder = Recorder()
+    interface.launch(torch, recorder, case, runtime.DEVICE)
+    return recorder.calls
+
+
+def resolve(kernel, args: tuple, kwargs: dict, config: dict | None) -> dict:
+    """The keyword arguments one launch of ``kernel`` passes its innermost kernel: ``kwargs``,
+    ``config`` over them, then each heuristics layer's values, outermost first, as
+    Heuristics.run does."""
+    _, heuristics, inner = _layers(kernel)
+    launch = {**kwargs, **(config or {})}
+    named = {**dict(zip(inner.arg_names, args)), **launch}
+    for layer in heuristics:
+        for key, rule in layer.values.items():
+            launch[key] = named[key] = rule(named)
+    return launch
 
 
 # ---- 1. compile ------------------------------------------------------------------------------
@@ -425,26 +442,19 @@ def compile_for_gpu(job: dict, interface, torch, module) -> dict:
     from triton.backends.compiler import GPUTarget
 
     from grader.judge import errors
-    from kata import runtime
 
     target = GPUTarget(*GPU_TARGET)
     found: dict = {"failed": [], "launches": 0, "configs": {}}
     kernel = getattr(module, job["kernel"])
-    _, heuristics, inner = _layers(kernel)
+    inner = _layers(kernel)[2]
     verdicts: dict = {}  # signature key -> the compiler's message, or None
     for case in job["cases"]:
-        recorder = Recorder()
-        interface.launch(torch, recorder, case, runtime.DEVICE)
-        for args, kwargs in recorder.calls:
+        for args, kwargs in record_launches(interface, torch, case):
             configs = [case.config] if case.config else own_configs(kernel, args, kwargs)
             if case.each_config:
                 found["configs"][case.name] = configs
             for config in configs or [None]:
-                launch = {**kwargs, **(config or {})}
-                named = {**dict(zip(inner.arg_names, args)), **launch}
-                for layer in heuristics:
-                    for key, rule in layer.values.items():
-                        launch[key] = named[key] = rule(named)
+                launch = resolve(kernel, args, kwargs, config)
                 key = _signature_key(args, launch)
                 if key not in verdicts:
                     try:
@@ -497,14 +507,10 @@ def _compile_launches(kernel, launches) -> None:
     again at its launch, which says why."""
     from concurrent.futures import ThreadPoolExecutor
 
-    _, heuristics, inner = _layers(kernel)
+    inner = _layers(kernel)[2]
     todo, seen = [], set()
     for args, kwargs, config in launches:
-        launch = {**kwargs, **(config or {})}
-        named = {**dict(zip(inner.arg_names, args)), **launch}
-        for layer in heuristics:
-            for key, rule in layer.values.items():
-                launch[key] = named[key] = rule(named)
+        launch = resolve(kernel, args, kwargs, config)
         strides = tuple(getattr(a, "stride", lambda: ())() for a in args)
         key = (*_signature_key(args, launch), strides)
         if key not in seen:
@@ -526,19 +532,16 @@ def warm_up(kernel, interface, torch, cases, configs: dict) -> None:
     """On a GPU, compile every launch the cases will make, several at once, before the first one
     runs: Triton compiles each new signature at its first launch, one after another, and that
     is most of a cold grading's time. ``KATA_COMPILE_THREADS=0`` turns this off."""
-    from kata import runtime
-
     if _compile_threads() <= 0:
         return
     autotuned = _layers(kernel)[0] is not None
     launches = []
     for case in cases:
-        recorder = Recorder()
         try:
-            interface.launch(torch, recorder, case, runtime.DEVICE)
+            calls = record_launches(interface, torch, case)
         except Exception:  # noqa: BLE001  (the case itself will say)
             continue
-        for args, kwargs in recorder.calls:
+        for args, kwargs in calls:
             for config in _runs(case, configs, interpreter=False):
                 if config is None and autotuned:
                     continue  # the kernel's own autotuner picks: it compiles what it tries
@@ -655,6 +658,113 @@ def compile_only(fd: int, job: dict) -> int:
     return 0
 
 
+def load(fd: int, job: dict, exercise, status: dict):
+    """Import the graded file and send the status record that says whether it loaded: its
+    kernel, or None when it did not import or holds no kernel the exercise can launch."""
+    from grader.judge import errors
+    from kata import catalogue, runtime
+
+    file = job["file"]
+    try:
+        module = catalogue.load_text(job["text"], file, f"kata_submission_{job['stem']}")
+    except BaseException as exc:  # SyntaxError, any exception, sys.exit(), KeyboardInterrupt
+        status["error"] = "the file failed to import: " + errors.explain(exc, file)
+        send(fd, "status", **status)
+        return None
+    problem = kernel_problem(module, exercise, runtime.INTERPRETER)
+    status.update(loaded=problem is None, error=problem)
+    send(fd, "status", **status)
+    if problem:
+        return None
+    return getattr(module, exercise.kernel)
+
+
+def configs_to_run(job: dict, interface, torch, kernel) -> dict:
+    """The configurations a case runs under, where the compiler did not say (on a GPU): the
+    file's own autotuner's, seen from here."""
+    configs = dict(job.get("configs") or {})
+    for case in job["cases"]:
+        if case.each_config and case.name not in configs:
+            args, kwargs = record_launches(interface, torch, case)[0]
+            configs[case.name] = own_configs(kernel, args, kwargs)
+    return configs
+
+
+def run_cases(fd: int, job: dict, interface, torch, kernel, exercise, configs, watch) -> list:
+    """Launch every case under each of its configurations and send its outputs, or why it
+    failed. Returns ``(case, configuration, outputs)`` of each run that ended well, for the
+    reversed runs."""
+    from grader.judge import errors
+    from kata import interfaces, runtime
+
+    file = job["file"]
+    refused = {(name, label): message for name, label, message in job.get("refused", [])}
+    ran = []
+    for case in job["cases"]:
+        fatal = False
+        for config in _runs(case, configs, runtime.INTERPRETER):
+            label = config_label(config)
+            if (case.name, label) in refused:  # the GPU's compiler refused it: not run
+                send(
+                    fd,
+                    "case-error",
+                    name=case.name,
+                    config=label,
+                    fatal=False,
+                    message=refused[(case.name, label)],
+                    trace="",
+                )
+                continue
+            before_launches = watch.launches
+            try:
+                outputs = interface.launch(torch, Pinned(kernel, config), case, runtime.DEVICE)
+                if runtime.DEVICE == "cuda":
+                    torch.cuda.synchronize()
+                if watch.launches == before_launches:
+                    raise errors.NotLaunched(f"`{exercise.kernel}` never reached a Triton launch")
+                arrays = _arrays(torch, interfaces, outputs)
+            except BaseException as exc:
+                message = errors.explain(exc, file)
+                fatal = runtime.DEVICE == "cuda" and "CUDA" in f"{type(exc).__name__} {exc}"
+                send(
+                    fd,
+                    "case-error",
+                    name=case.name,
+                    config=label,
+                    fatal=fatal,
+                    message=message,
+                    trace=traceback.format_exc()[-4000:],
+                )
+                # A CUDA error poisons the context: every later launch would fail the same way.
+                if fatal:
+                    break
+                continue
+            send(fd, "case", arrays, name=case.name, config=label)
+            ran.append((case, config, arrays))
+        if fatal:
+            break
+    return ran
+
+
+def time_kernel(fd: int, job: dict, interface, torch, kernel, watch) -> None:
+    """Time the performance track's shapes and send the result, or why timing failed."""
+    from grader.judge import errors
+    from grader.run import timing
+
+    watch.remove()  # the bench times without the launch counter, and so must the grader
+    try:
+        result = timing.measure(
+            interface,
+            job["timing"],
+            kernel,
+            torch,
+            compile_all=lambda shapes: compile_timed(kernel, interface, torch, shapes),
+        )
+    except BaseException as exc:
+        result = {"timed": False, "reason": "timing failed: " + errors.explain(exc, job["file"])}
+    send(fd, "timing", **result)
+
+
 def main(fd: int, job: dict) -> int:
     from kata import runtime
 
@@ -673,31 +783,12 @@ def main(fd: int, job: dict) -> int:
         order.install()  # before the file is imported
     interface = interfaces.get(job["interface"])
     exercise = catalogue.find(job["stem"])
-    file = job["file"]
 
     status = {"backend": runtime.describe(), "loaded": False, "warnings": [], "error": None}
-    try:
-        module = catalogue.load_text(job["text"], file, f"kata_submission_{job['stem']}")
-    except BaseException as exc:  # SyntaxError, any exception, sys.exit(), KeyboardInterrupt
-        status["error"] = "the file failed to import: " + errors.explain(exc, file)
-        send(fd, "status", **status)
+    kernel = load(fd, job, exercise, status)
+    if kernel is None:
         return 0
-    problem = kernel_problem(module, exercise, runtime.INTERPRETER)
-    status.update(loaded=problem is None, error=problem)
-    send(fd, "status", **status)
-    if problem:
-        return 0
-
-    kernel = getattr(module, exercise.kernel)
-    # The configurations a case runs under, where the compiler did not say (on a GPU): the
-    # file's own autotuner's, seen from here.
-    configs = dict(job.get("configs") or {})
-    for case in job["cases"]:
-        if case.each_config and case.name not in configs:
-            recorder = Recorder()
-            interface.launch(torch, recorder, case, runtime.DEVICE)
-            args, kwargs = recorder.calls[0]
-            configs[case.name] = own_configs(kernel, args, kwargs)
+    configs = configs_to_run(job, interface, torch, kernel)
     if runtime.DEVICE == "cuda":
         warm_up(kernel, interface, torch, job["cases"], configs)
         # No compile gate on a GPU: what the warm-up compiled is judged before anything runs.
@@ -706,55 +797,9 @@ def main(fd: int, job: dict) -> int:
             status["loaded"] = False
             send(fd, "status", **status)
             return 0
-    refused = {(name, label): message for name, label, message in job.get("refused", [])}
-    ran = []  # (case, configuration, outputs) of each run that ended well, for the reversed runs
     # Correctness launches share the GPU with other exercises' launches, never with a timing.
     with timing.gpu_shared() if runtime.DEVICE == "cuda" else contextlib.nullcontext():
-        for case in job["cases"]:
-            fatal = False
-            for config in _runs(case, configs, runtime.INTERPRETER):
-                label = config_label(config)
-                if (case.name, label) in refused:  # the GPU's compiler refused it: not run
-                    send(
-                        fd,
-                        "case-error",
-                        name=case.name,
-                        config=label,
-                        fatal=False,
-                        message=refused[(case.name, label)],
-                        trace="",
-                    )
-                    continue
-                before_launches = watch.launches
-                try:
-                    outputs = interface.launch(torch, Pinned(kernel, config), case, runtime.DEVICE)
-                    if runtime.DEVICE == "cuda":
-                        torch.cuda.synchronize()
-                    if watch.launches == before_launches:
-                        raise errors.NotLaunched(
-                            f"`{exercise.kernel}` never reached a Triton launch"
-                        )
-                    arrays = _arrays(torch, interfaces, outputs)
-                except BaseException as exc:
-                    message = errors.explain(exc, file)
-                    fatal = runtime.DEVICE == "cuda" and "CUDA" in f"{type(exc).__name__} {exc}"
-                    send(
-                        fd,
-                        "case-error",
-                        name=case.name,
-                        config=label,
-                        fatal=fatal,
-                        message=message,
-                        trace=traceback.format_exc()[-4000:],
-                    )
-                    # A CUDA error poisons the context: every later launch would fail the same way.
-                    if fatal:
-                        break
-                    continue
-                send(fd, "case", arrays, name=case.name, config=label)
-                ran.append((case, config, arrays))
-            if fatal:
-                break
+        ran = run_cases(fd, job, interface, torch, kernel, exercise, configs, watch)
     # After every case's natural run, so that a reversed run that crashes or hangs costs only
     # its own case (the runner reads the "reversing" record it left).
     if runtime.INTERPRETER:
@@ -771,18 +816,7 @@ def main(fd: int, job: dict) -> int:
         )
     send(fd, "status", **status)
     if job.get("timing") and runtime.DEVICE == "cuda" and not status["error"]:
-        watch.remove()  # the bench times without the launch counter, and so must the grader
-        try:
-            result = timing.measure(
-                interface,
-                job["timing"],
-                kernel,
-                torch,
-                compile_all=lambda shapes: compile_timed(kernel, interface, torch, shapes),
-            )
-        except BaseException as exc:
-            result = {"timed": False, "reason": "timing failed: " + errors.explain(exc, file)}
-        send(fd, "timing", **result)
+        time_kernel(fd, job, interface, torch, kernel, watch)
     return 0
 
 
