@@ -28,6 +28,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=commands.prog("grade", "grader"), description="Grade the kata's exercises."
     )
+    add_what_to_grade(p)
+    add_how_to_run(p)
+    add_what_to_write(p)
+    return p
+
+
+def add_what_to_grade(p: argparse.ArgumentParser) -> None:
+    """The exercises, the submission's folder and where its report goes."""
     p.add_argument(
         "exercises",
         nargs="*",
@@ -59,6 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
         "where only the performance or the extensions track is graded)",
     )
     p.add_argument("--gradescope", type=Path, help="also write Gradescope's results.json here")
+
+
+def add_how_to_run(p: argparse.ArgumentParser) -> None:
+    """Where kernels run, for how long, under which checks and rules."""
     p.add_argument(
         "--device",
         choices=("auto", "cuda", "interpreter"),
@@ -97,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="let the submission's process write anywhere this user may, as without Landlock "
         "(to test the grader's defences behind it; the report says so)",
     )
+
+
+def add_what_to_write(p: argparse.ArgumentParser) -> None:
+    """The HTML page and what the terminal shows."""
     p.add_argument(
         "--html",
         type=Path,
@@ -109,7 +125,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="no 'Stuck?' line at the end (logs nobody acts on: Gradescope, batch)",
     )
     p.add_argument("--quiet", action="store_true", help="print only the total")
-    return p
 
 
 def fail(message: str) -> int:
@@ -117,22 +132,15 @@ def fail(message: str) -> int:
     return 2
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.timeout is not None and not args.timeout >= 0:
-        parser.error(f"--timeout {args.timeout:g}: give seconds (a number > 0), or 0 for no limit")
-    try:
-        named = {find(name) for name in args.exercises}
-    except KeyError as exc:
-        return fail(exc.args[0])
-    # Catalogue order, each once: `02 2` must not grade (and count) exercise 02 twice.
-    chosen = [ex for ex in ALL_EXERCISES if ex in named] or list(TRACKS[args.track])
-    if args.report is None:
-        args.report = default_report(chosen)
+class Refused(Exception):
+    """Why the grader grades nothing: ``main`` says it on stderr and exits with 2."""
+
+
+def find_target(args: argparse.Namespace, chosen: list) -> Path:
+    """The folder that holds the submission's files, zips unpacked beside the report."""
     target = args.target.resolve()
     if not target.exists():
-        return fail(f"target folder {args.target} does not exist")
+        raise Refused(f"target folder {args.target} does not exist")
     from grader.run import discover
 
     # A zip (or a folder holding only zips) is unpacked beside the report, where the report's
@@ -149,37 +157,50 @@ def main(argv: list[str] | None = None) -> int:
         )
         target = found.folder
     elif found.folder is None:  # nothing to grade: say what is there, and write nothing
-        return fail(nothing_to_grade(args.target, target, found, chosen))
+        raise Refused(nothing_to_grade(args.target, target, found, chosen))
+    return target
 
+
+def prepare(args: argparse.Namespace, chosen: list) -> str:
+    """Check the packages, choose the backend and load the chosen exercises' specs: the
+    checkset that grades."""
     from kata import environment
 
     missing = environment.missing()
     if missing:
         packages = [environment.RUNTIME[m] for m in missing]
-        return fail(f"missing Python packages: {', '.join(missing)} ({commands.install(packages)})")
+        raise Refused(
+            f"missing Python packages: {', '.join(missing)} ({commands.install(packages)})"
+        )
 
     from kata import runtime
 
     try:
         runtime.configure(args.device)
     except Exception as exc:  # BackendError, or torch missing
-        return fail(f"cannot choose a backend: {exc}")
+        raise Refused(f"cannot choose a backend: {exc}") from exc
 
     from grader import specs
-    from grader.report import gradescope
-    from grader.report.records import Report
-    from grader.report.summary import Printer
-    from grader.run import process, runner
 
     try:
         checkset = args.checks or specs.default_checkset()
         for ex in chosen:  # a broken spec is the grader's fault: say so before grading
             specs.load(ex.stem, checkset)
     except specs.SpecError as exc:
-        return fail(str(exc))
-    process.contain()  # whatever a submission starts comes back here, to be killed
-    from grader.run import isolation
+        raise Refused(str(exc)) from exc
+    return checkset
 
+
+def grade(args: argparse.Namespace, chosen: list, target: Path, checkset: str) -> None:
+    """Grade the chosen exercises in ``target``, print as they finish and write the reports."""
+    from grader import specs
+    from grader.report import gradescope
+    from grader.report.records import Report
+    from grader.report.summary import Printer
+    from grader.run import isolation, runner
+    from kata import runtime
+
+    process.contain()  # whatever a submission starts comes back here, to be killed
     if args.no_isolation:
         isolation.disable("--no-isolation")
     printer = Printer(quiet=args.quiet, advice=not args.no_advice)
@@ -218,6 +239,27 @@ def main(argv: list[str] | None = None) -> int:
     if html is not None:
         html = write_html(report, html)
     printer.finish(report, args.report, args.gradescope, html)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.timeout is not None and not args.timeout >= 0:
+        parser.error(f"--timeout {args.timeout:g}: give seconds (a number > 0), or 0 for no limit")
+    try:
+        named = {find(name) for name in args.exercises}
+    except KeyError as exc:
+        return fail(exc.args[0])
+    # Catalogue order, each once: `02 2` must not grade (and count) exercise 02 twice.
+    chosen = [ex for ex in ALL_EXERCISES if ex in named] or list(TRACKS[args.track])
+    if args.report is None:
+        args.report = default_report(chosen)
+    try:
+        target = find_target(args, chosen)
+        checkset = prepare(args, chosen)
+    except Refused as exc:
+        return fail(str(exc))
+    grade(args, chosen, target, checkset)
     return 0
 
 
