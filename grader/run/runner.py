@@ -160,6 +160,60 @@ def _child(job: dict, device: str, timeout: float | None, *flags: str):
     return records, done
 
 
+def collect(result: Launch, records: list, spec: specs.Spec, probe) -> dict | None:
+    """File the launcher's records in ``result``: outputs, errors, status, timing and where it
+    was. Returns the case whose reversed run (grader.run.order) had not ended, or None."""
+    reversing = None  # the case whose reversed run (grader.run.order) has not ended yet
+    for fields, arrays in records:
+        kind = fields.pop("kind")
+        if kind in ("case", "case-error", "reversed"):
+            reversing = None
+        if kind == "reversing":
+            reversing = fields
+        elif kind == "case":
+            result.outputs.setdefault(fields["name"], []).append((fields["config"], arrays))
+        elif kind == "case-error":
+            under = f" with {fields['config']}" if fields.get("config") else ""
+            case = spec.cases.get(fields["name"]) or probe
+            result.errors.setdefault(fields["name"], []).append(
+                f"case {fields['name']} ({case.about}){under}: {fields['message']}"
+            )
+            result.causes.add(fields["message"])
+        elif kind == "status":
+            result.status = fields
+        elif kind == "timing":
+            result.timing = fields
+        elif kind == "where":
+            result.where = fields
+    return reversing
+
+
+def conclude(
+    result: Launch, done, timeout: float | None, reversing: dict | None, spec: specs.Spec, shown
+) -> None:
+    """Set ``result``'s error, or what stopped the process, from how the launcher ended."""
+    probe = result.probe
+    stopped = stopped_message(done, timeout, result.where, spec, shown)
+    if stopped and reversing is not None:  # it ended in a reversed run: that case failed
+        from grader.run import order
+
+        case = spec.cases.get(reversing["name"]) or probe
+        result.errors.setdefault(reversing["name"], []).append(
+            f"case {case.name} ({case.about}) with {reversing['config']}: {order.crashed(stopped)}"
+        )
+    if result.status is None:
+        result.error = f"the submission's process {stopped or EXITED_AT_IMPORT}"
+    elif result.status.get("error"):
+        result.error = result.status["error"]
+    elif stopped and not result.outputs and not result.errors:
+        # Nothing ran to the end: one reason for the whole exercise, said once.
+        result.error = f"the submission's process {stopped}"
+    elif stopped:
+        result.stopped = f"the submission's process {stopped}"
+    else:
+        result.error = _same_everywhere(result, spec)
+
+
 def launch(
     spec: specs.Spec,
     text: str,
@@ -213,47 +267,8 @@ def launch(
     left = None if timeout is None else max(timeout - result.seconds, 1.0)
     records, done = _child(job, backend, left)
     result.output, result.seconds = done.output, round(result.seconds + done.seconds, 2)
-    reversing = None  # the case whose reversed run (grader.run.order) has not ended yet
-    for fields, arrays in records:
-        kind = fields.pop("kind")
-        if kind in ("case", "case-error", "reversed"):
-            reversing = None
-        if kind == "reversing":
-            reversing = fields
-        elif kind == "case":
-            result.outputs.setdefault(fields["name"], []).append((fields["config"], arrays))
-        elif kind == "case-error":
-            under = f" with {fields['config']}" if fields.get("config") else ""
-            case = spec.cases.get(fields["name"]) or probe
-            result.errors.setdefault(fields["name"], []).append(
-                f"case {fields['name']} ({case.about}){under}: {fields['message']}"
-            )
-            result.causes.add(fields["message"])
-        elif kind == "status":
-            result.status = fields
-        elif kind == "timing":
-            result.timing = fields
-        elif kind == "where":
-            result.where = fields
-    stopped = stopped_message(done, timeout, result.where, spec, shown)
-    if stopped and reversing is not None:  # it ended in a reversed run: that case failed
-        from grader.run import order
-
-        case = spec.cases.get(reversing["name"]) or probe
-        result.errors.setdefault(reversing["name"], []).append(
-            f"case {case.name} ({case.about}) with {reversing['config']}: {order.crashed(stopped)}"
-        )
-    if result.status is None:
-        result.error = f"the submission's process {stopped or EXITED_AT_IMPORT}"
-    elif result.status.get("error"):
-        result.error = result.status["error"]
-    elif stopped and not result.outputs and not result.errors:
-        # Nothing ran to the end: one reason for the whole exercise, said once.
-        result.error = f"the submission's process {stopped}"
-    elif stopped:
-        result.stopped = f"the submission's process {stopped}"
-    else:
-        result.error = _same_everywhere(result, spec)
+    reversing = collect(result, records, spec, probe)
+    conclude(result, done, timeout, reversing, spec, shown)
     return result
 
 
@@ -558,6 +573,43 @@ def _changes(found: splice.Spliced, name: str, free_form: bool = False) -> str:
     return "\n".join(out)
 
 
+def _integrity(found: splice.Spliced, filename: str, free_form: bool, findings: list) -> dict:
+    """The report's ``integrity`` part: where the file differs from its skeleton, how it is
+    graded, and what ``grader.run.rules`` found; the zeroing flags start off."""
+    return {
+        "ok": found.ok and not found.missing,
+        "lines": sorted({c.line for c in found.changes}),
+        "edited": sorted({c.line for c in found.changes}),
+        "regions": found.regions,
+        "diff": _changes(found, filename, free_form),
+        "graded": "free-form" if free_form else "regions",
+        "strict_zeroed": False,
+        "contract_zeroed": False,
+        "findings": [asdict(f) for f in findings],
+    }
+
+
+def _zero_if_broken(
+    result: ExerciseResult, spec: specs.Spec, integrity: dict, strict: bool
+) -> None:
+    """Score the exercise 0 where a check on inputs the contract accepts failed, or where
+    ``strict`` is on and the file was edited outside its TODO regions; ``integrity`` says which."""
+    # A note on inputs the contract accepts failed: given code is the skeleton's (or, free-form,
+    # the file's own), so the kernel as a whole is wrong there, and the exercise pays for it.
+    broken = [
+        c.id
+        for c in result.checks
+        if c.note and c.status != "passed" and spec_check(spec, c.id).contract
+    ]
+    integrity["contract_zeroed"] = bool(broken and result.score)
+    if strict and not integrity["ok"]:
+        integrity["strict_zeroed"] = True
+    if integrity["strict_zeroed"] or integrity["contract_zeroed"]:
+        for c in result.checks:
+            c.points = 0
+        result.score = 0
+
+
 def grade_exercise(
     ex: Exercise,
     target: Path,
@@ -598,17 +650,7 @@ def grade_exercise(
     else:
         graded, lines = found.text, found.lines
         findings = rules.check(graded, found.graded, lines, spec.forbidden)
-    integrity = {
-        "ok": found.ok and not found.missing,
-        "lines": sorted({c.line for c in found.changes}),
-        "edited": sorted({c.line for c in found.changes}),
-        "regions": found.regions,
-        "diff": _changes(found, ex.filename, free_form),
-        "graded": "free-form" if free_form else "regions",
-        "strict_zeroed": False,
-        "contract_zeroed": False,
-        "findings": [asdict(f) for f in findings],
-    }
+    integrity = _integrity(found, ex.filename, free_form, findings)
     warnings = interpreter_only(graded, lines) if backend == "interpreter" else []
     if findings:  # never run, never paid (grader.run.rules says why)
         shown = "; ".join(f.message for f in findings[:3])
@@ -642,20 +684,7 @@ def grade_exercise(
         warnings=warnings + status.get("warnings", []),
         compiled=_compiled(ran.compiled),
     )
-    # A note on inputs the contract accepts failed: given code is the skeleton's (or, free-form,
-    # the file's own), so the kernel as a whole is wrong there, and the exercise pays for it.
-    broken = [
-        c.id
-        for c in result.checks
-        if c.note and c.status != "passed" and spec_check(spec, c.id).contract
-    ]
-    integrity["contract_zeroed"] = bool(broken and result.score)
-    if strict and not integrity["ok"]:
-        integrity["strict_zeroed"] = True
-    if integrity["strict_zeroed"] or integrity["contract_zeroed"]:
-        for c in result.checks:
-            c.points = 0
-        result.score = 0
+    _zero_if_broken(result, spec, integrity, strict)
     if ex.track == "performance":
         measured = ran.timing if timed else {"timed": False, "reason": "not timed: verdicts only"}
         result.performance = timing.score(measured, result.score == result.max_score)
