@@ -215,6 +215,28 @@ def _keep_grading_on_time_warning(record: dict, path: Path) -> None:
     signal.signal(signal.SIGUSR2, note)
 
 
+def grader_command(task: Task, report: Path) -> list[str]:
+    """``python -m grader`` on the student's target, its report written to ``report``."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "grader",
+        "--target",
+        task.target,
+        "--report",
+        str(report),
+        "--device",
+        task.device,
+        "--quiet",
+        "--jobs",
+        str(task.jobs),
+        "--no-html",
+    ]
+    if task.timeout:
+        cmd += ["--timeout", str(task.timeout)]
+    return cmd
+
+
 def grade_student(task: Task) -> dict:
     """Grade one student; returns the final ``task.json`` record (also when grading failed)."""
     f = files(Path(task.out), task.student)
@@ -252,23 +274,7 @@ def grade_student(task: Task) -> dict:
             f"{task.target} (is it on a filesystem shared with the nodes?)",
         )
     # No page here: batch.finish draws score.html once score.json is in place.
-    cmd = [
-        sys.executable,
-        "-m",
-        "grader",
-        "--target",
-        task.target,
-        "--report",
-        str(f.partial),
-        "--device",
-        task.device,
-        "--quiet",
-        "--jobs",
-        str(task.jobs),
-        "--no-html",
-    ]
-    if task.timeout:
-        cmd += ["--timeout", str(task.timeout)]
+    cmd = grader_command(task, f.partial)
     start = time.monotonic()
     code, output = _run(cmd, env)
     duration = round(time.monotonic() - start, 1)
