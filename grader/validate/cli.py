@@ -372,7 +372,7 @@ def verdict(
     return lines, 1
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m grader.validate", description=__doc__.split("\n")[0]
     )
@@ -409,7 +409,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--list", action="store_true", help="list the galleries and exit")
     p.add_argument("-v", "--verbose", action="store_true", help="print what each variant is")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
 
     from grader.validate import static
 

@@ -90,6 +90,104 @@ def _blocks(node: ast.AST) -> list[str]:
     )
 
 
+def _compare_edits(node: ast.Compare):
+    """Each comparison made its opposite, and each UPPER-case bound taken as at least 1."""
+    for j, op in enumerate(node.ops):
+        if type(op) in SWAPS:
+            new = SWAPS[type(op)]
+            change = f"`{_code(node)}`: comparison {j + 1} made `{_op(new)}`"
+
+            def apply(n, j=j, new=new):
+                n.ops[j] = new()
+
+            yield "compare", change, apply
+
+
+def _clamp_edits(node: ast.Compare):
+    for j, side in enumerate([node.left, *node.comparators]):
+        if isinstance(side, ast.Name) and side.id.isupper():
+
+            def clamp(n, j=j, name=side.id):
+                bound = ast.parse(f"tl.maximum({name}, 1)", mode="eval").body
+                if j == 0:
+                    n.left = bound
+                else:
+                    n.comparators[j - 1] = bound
+
+            yield "clamp", f"`{_code(node)}`: {side.id} taken as at least 1", clamp
+
+
+def _binop_edits(node: ast.BinOp):
+    """The operator changed, the operands swapped, and a tile added or taken."""
+    if type(node.op) in ARITH:
+        new = ARITH[type(node.op)]
+        yield (
+            "arith",
+            f"`{_code(node)}`: `{_op(type(node.op))}` made `{_op(new)}`",
+            lambda n, new=new: setattr(n, "op", new()),
+        )
+    if isinstance(node.op, NON_COMMUTATIVE):
+
+        def swap(n):
+            n.left, n.right = n.right, n.left
+
+        yield "swap", f"`{_code(node)}`: operands swapped", swap
+    for block in _blocks(node):
+        for sign, op in (("+", ast.Add), ("-", ast.Sub)):
+
+            def tile(n, op=op, block=block):
+                inner = copy.deepcopy(n)
+                n.left, n.op, n.right = inner, op(), ast.Name(block, ast.Load())
+
+            yield "tile", f"`{_code(node)}` {sign} {block}", tile
+
+
+def _const_edits(node: ast.Constant):
+    value = node.value
+    if isinstance(value, int):
+        changes = [value + 1, value - 1]
+    else:
+        changes = [value * 2, value / 2]
+    for new in changes:
+        yield (
+            "const",
+            f"`{value!r}` made `{new!r}`",
+            lambda n, new=new: setattr(n, "value", new),
+        )
+
+
+def _call_edits(node: ast.Call):
+    """tl.where's branches swapped, and tl.dot's precision lowered to tf32."""
+    name = _code(node.func)
+    if name == "tl.where" and len(node.args) == 3:
+
+        def branches(n):
+            n.args[1], n.args[2] = n.args[2], n.args[1]
+
+        yield "where", f"`{_code(node)}`: branches swapped", branches
+    if name == "tl.dot" and not any(k.arg == "input_precision" for k in node.keywords):
+
+        def tf32(n):
+            n.keywords.append(ast.keyword("input_precision", ast.Constant("tf32")))
+
+        yield "precision", f'`{_code(node)}`: input_precision="tf32"', tf32
+
+
+def _node_edits(node: ast.AST):
+    """(operator, change, apply) for every single change of one node; ``apply(n)`` makes it
+    on ``n``, the node at the same place in a copy."""
+    if isinstance(node, ast.Compare):
+        yield from _compare_edits(node)
+    if isinstance(node, ast.BinOp):
+        yield from _binop_edits(node)
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        yield from _const_edits(node)
+    if isinstance(node, ast.Call):
+        yield from _call_edits(node)
+    if isinstance(node, ast.Compare):
+        yield from _clamp_edits(node)
+
+
 def _edits(tree: ast.Module):
     """(operator, change, edit) for every single change of ``tree``; ``edit(copy)`` applies it
     to a deep copy of the tree (nodes are found again by their position in a walk)."""
@@ -102,76 +200,8 @@ def _edits(tree: ast.Module):
         return edit
 
     for i, node in enumerate(nodes):
-        if isinstance(node, ast.Compare):
-            for j, op in enumerate(node.ops):
-                if type(op) in SWAPS:
-                    new = SWAPS[type(op)]
-                    change = f"`{_code(node)}`: comparison {j + 1} made `{_op(new)}`"
-
-                    def apply(n, j=j, new=new):
-                        n.ops[j] = new()
-
-                    yield "compare", change, at(i, apply)
-        if isinstance(node, ast.BinOp):
-            if type(node.op) in ARITH:
-                new = ARITH[type(node.op)]
-                yield (
-                    "arith",
-                    f"`{_code(node)}`: `{_op(type(node.op))}` made `{_op(new)}`",
-                    at(i, lambda n, new=new: setattr(n, "op", new())),
-                )
-            if isinstance(node.op, NON_COMMUTATIVE):
-
-                def swap(n):
-                    n.left, n.right = n.right, n.left
-
-                yield "swap", f"`{_code(node)}`: operands swapped", at(i, swap)
-            for block in _blocks(node):
-                for sign, op in (("+", ast.Add), ("-", ast.Sub)):
-
-                    def tile(n, op=op, block=block):
-                        inner = copy.deepcopy(n)
-                        n.left, n.op, n.right = inner, op(), ast.Name(block, ast.Load())
-
-                    yield "tile", f"`{_code(node)}` {sign} {block}", at(i, tile)
-        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-            value = node.value
-            if isinstance(value, int):
-                changes = [value + 1, value - 1]
-            else:
-                changes = [value * 2, value / 2]
-            for new in changes:
-                yield (
-                    "const",
-                    f"`{value!r}` made `{new!r}`",
-                    at(i, lambda n, new=new: setattr(n, "value", new)),
-                )
-        if isinstance(node, ast.Call):
-            name = _code(node.func)
-            if name == "tl.where" and len(node.args) == 3:
-
-                def branches(n):
-                    n.args[1], n.args[2] = n.args[2], n.args[1]
-
-                yield "where", f"`{_code(node)}`: branches swapped", at(i, branches)
-            if name == "tl.dot" and not any(k.arg == "input_precision" for k in node.keywords):
-
-                def tf32(n):
-                    n.keywords.append(ast.keyword("input_precision", ast.Constant("tf32")))
-
-                yield "precision", f'`{_code(node)}`: input_precision="tf32"', at(i, tf32)
-        if isinstance(node, ast.Compare):
-            for j, side in enumerate([node.left, *node.comparators]):
-                if isinstance(side, ast.Name) and side.id.isupper():
-
-                    def clamp(n, j=j, name=side.id):
-                        bound = ast.parse(f"tl.maximum({name}, 1)", mode="eval").body
-                        if j == 0:
-                            n.left = bound
-                        else:
-                            n.comparators[j - 1] = bound
-
-                    yield "clamp", f"`{_code(node)}`: {side.id} taken as at least 1", at(i, clamp)
+        for operator, change, apply in _node_edits(node):
+            yield operator, change, at(i, apply)
 
 
 def _op(cls) -> str:
