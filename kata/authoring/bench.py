@@ -126,16 +126,9 @@ def _sdpa_default_kernel(q, k, v, causal) -> str:
     return max(names, key=len)[:160] if names else "?"
 
 
-def attention_rows(quick: bool, graded_only: bool = False) -> list[dict]:
-    from torch.nn.attention import sdpa_kernel
-
-    module04 = _load("04")
-    fast = module04.fast_attention
-    fa3 = None
-    if not DRY and torch.cuda.get_device_capability()[0] == 9:
-        fa3 = _load("07").fa3_attention
-    sdpa = torch.nn.functional.scaled_dot_product_attention
-    rows = []
+def _attention_cases(quick: bool, graded_only: bool) -> list[tuple]:
+    """(dtype, D, causal, S) of each attention row: the sweep, 04's graded shapes, or the dry
+    run's two."""
     cases = [
         (dt, D, causal, S)
         for dt in ("bfloat16", "float16")
@@ -148,48 +141,91 @@ def attention_rows(quick: bool, graded_only: bool = False) -> list[dict]:
         cases = [("bfloat16", g["D"], g["causal"], g["S"]) for g in _graded("04")[1]]
     if DRY:
         cases = [("float16", 64, c, 128) for c in (False, True)]
+    return cases
+
+
+def _add_references(fns: dict, row: dict, q, k, v) -> None:
+    """Check 04's and 07's outputs against SDPA in fp32 (a kernel that raises is reported and
+    dropped), and add SDPA, each of its backends and, where it fits, naive attention to time."""
+    from torch.nn.attention import sdpa_kernel
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    dt, D, causal, S = row["dtype"], row["D"], row["causal"], row["S"]
+    ref = sdpa(q.float(), k.float(), v.float(), is_causal=causal)
+    for name in list(fns):
+        try:
+            row[f"{name}_max_err_vs_fp32"] = float((fns[name]().float() - ref).abs().max())
+        except Exception as e:  # noqa: BLE001 (07 is a showcase: report, carry on)
+            row[f"{name}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+            del fns[name]
+    del ref
+    fns["sdpa"] = lambda: sdpa(q, k, v, is_causal=causal)
+    row["sdpa_default_kernel"] = _sdpa_default_kernel(q, k, v, causal)
+    for name, backend in _sdpa_backends().items():
+
+        def run(backend=backend):
+            with sdpa_kernel(backend):
+                return sdpa(q, k, v, is_causal=causal)
+
+        try:
+            run()
+            fns[f"sdpa_{name}"] = run
+        except RuntimeError as e:
+            row[f"sdpa_{name}_error"] = str(e).splitlines()[0][:160]
+    if S <= 4096 and dt == "bfloat16":
+
+        def naive():
+            s = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(D))
+            if causal:
+                s = s.masked_fill(
+                    torch.ones(S, S, device="cuda", dtype=torch.bool).triu(1), float("-inf")
+                )
+            return torch.softmax(s, dim=-1) @ v
+
+        fns["naive"] = naive
+
+
+def _kernels_to_time(fast, fa3, row: dict, q, k, v) -> dict:
+    """04's kernel, 07's where this GPU runs it, and (but in the dry run) the references."""
+    causal = row["causal"]
+    fns = {"fast": lambda: fast(q, k, v, causal=causal)}
+    if fa3 is not None:
+        fns["fa3"] = lambda: fa3(q, k, v, causal=causal)
+    if not DRY:
+        _add_references(fns, row, q, k, v)
+    return fns
+
+
+def _chapter_row() -> dict:
+    """The chapter's one-head fp32 kernel, timed on one head of S = 4096, D = 64."""
+    chapter = _load("01").flash_attention
+    q, k, v = (torch.randn(4096, 64, device="cuda") for _ in range(3))
+    t = _time({"chapter": lambda: chapter(q, k, v, BLOCK_M=64, BLOCK_N=64)}, rounds=3)["chapter"]
+    return {
+        "kernel": "01 chapter kernel, one head fp32",
+        "S": 4096,
+        "D": 64,
+        "ms": t["ms"],
+        "spread": t["spread"],
+        "tflops": 4 * 4096 * 4096 * 64 / t["ms"] / 1e9,
+    }
+
+
+def attention_rows(quick: bool, graded_only: bool = False) -> list[dict]:
+    module04 = _load("04")
+    fast = module04.fast_attention
+    fa3 = None
+    if not DRY and torch.cuda.get_device_capability()[0] == 9:
+        fa3 = _load("07").fa3_attention
+    rows = []
+    cases = _attention_cases(quick, graded_only)
     for dt, D, causal, S in cases:
         B, H = (16384 // S, 2048 // D) if not DRY else (1, 2)
         dtype = getattr(torch, dt)
         q, k, v = (torch.randn(B, H, S, D, device=runtime.DEVICE, dtype=dtype) for _ in range(3))
         flops = 4 * B * H * S * S * D / (2 if causal else 1)
         row = {"dtype": dt, "D": D, "S": S, "B": B, "H": H, "causal": causal}
-        fns = {"fast": lambda: fast(q, k, v, causal=causal)}
-        if fa3 is not None:
-            fns["fa3"] = lambda: fa3(q, k, v, causal=causal)
-        if not DRY:
-            ref = sdpa(q.float(), k.float(), v.float(), is_causal=causal)
-            for name in list(fns):
-                try:
-                    row[f"{name}_max_err_vs_fp32"] = float((fns[name]().float() - ref).abs().max())
-                except Exception as e:  # noqa: BLE001 (07 is a showcase: report, carry on)
-                    row[f"{name}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
-                    del fns[name]
-            del ref
-            fns["sdpa"] = lambda: sdpa(q, k, v, is_causal=causal)
-            row["sdpa_default_kernel"] = _sdpa_default_kernel(q, k, v, causal)
-            for name, backend in _sdpa_backends().items():
-
-                def run(backend=backend):
-                    with sdpa_kernel(backend):
-                        return sdpa(q, k, v, is_causal=causal)
-
-                try:
-                    run()
-                    fns[f"sdpa_{name}"] = run
-                except RuntimeError as e:
-                    row[f"sdpa_{name}_error"] = str(e).splitlines()[0][:160]
-            if S <= 4096 and dt == "bfloat16":
-
-                def naive():
-                    s = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(D))
-                    if causal:
-                        s = s.masked_fill(
-                            torch.ones(S, S, device="cuda", dtype=torch.bool).triu(1), float("-inf")
-                        )
-                    return torch.softmax(s, dim=-1) @ v
-
-                fns["naive"] = naive
+        fns = _kernels_to_time(fast, fa3, row, q, k, v)
         for name, t in _time(fns).items():
             row[f"{name}_ms"], row[f"{name}_spread"] = t["ms"], t["spread"]
             row[f"{name}_tflops"] = flops / t["ms"] / 1e9
@@ -212,24 +248,10 @@ def attention_rows(quick: bool, graded_only: bool = False) -> list[dict]:
         )
         if "as_graded" in row:
             print(_graded_line(row["as_graded"]), flush=True)
-        del q, k, v
+        del q, k, v, fns  # the timed functions hold the inputs too
     # The chapter's one-head fp32 kernel, for scale (one head of S = 4096, D = 64).
     if not DRY and not graded_only:
-        chapter = _load("01").flash_attention
-        q, k, v = (torch.randn(4096, 64, device="cuda") for _ in range(3))
-        t = _time({"chapter": lambda: chapter(q, k, v, BLOCK_M=64, BLOCK_N=64)}, rounds=3)[
-            "chapter"
-        ]
-        rows.append(
-            {
-                "kernel": "01 chapter kernel, one head fp32",
-                "S": 4096,
-                "D": 64,
-                "ms": t["ms"],
-                "spread": t["spread"],
-                "tflops": 4 * 4096 * 4096 * 64 / t["ms"] / 1e9,
-            }
-        )
+        rows.append(_chapter_row())
     return rows
 
 
