@@ -219,6 +219,54 @@ def row_profile(details: dict) -> Markup:
     return _svg(left + width + 110, pad + height + 24, body, "largest error per query row")
 
 
+def _chosen_marks(
+    chosen: list, expected: list, y0: float, left: float, cell: int, grid_w: float
+) -> list[str]:
+    """One token's chosen experts, numbered by rank, green where they are the expected ones."""
+    body = []
+    for rank, e in enumerate(chosen):
+        if e is None:  # outside [0, E): said in the legend line of this token
+            body.append(_text(left + grid_w + 4, y0 + 12, "?", extra='fill="#c53030"'))
+            continue
+        right = e == expected[rank]
+        fill = "#2f855a" if right else "#c53030"
+        # top-1 on the left half of the cell, top-2 on the right: both show when they are
+        # the same expert (the top2-not-masked trap)
+        cx = left + e * cell + (5 if rank == 0 else cell - 5)
+        body.append(f'<circle cx="{cx}" cy="{y0 + cell / 2}" r="4" fill="{fill}"/>')
+        body.append(
+            _text(
+                cx,
+                y0 + cell / 2 + 3,
+                rank + 1,
+                "middle",
+                'fill="#fff" font-size="7" font-weight="700"',
+            )
+        )
+    return body
+
+
+def _weight_bar(
+    total, expected_sum: float, bars_x: float, bar_w: float, y0: float, cell: int
+) -> list[str]:
+    """One token's w0 + w1 as a bar against 1, orange where it is off (grey where NaN)."""
+    body = []
+    if total is None:
+        body.append(
+            f'<rect x="{bars_x}" y="{y0 + 3}" width="{bar_w}" height="{cell - 6}" '
+            f'fill="{NAN_COLOUR}"/>'
+        )
+    else:
+        ok = abs(total - expected_sum) <= 1e-5
+        length = bar_w * min(max(total, 0.0), 1.2) / 1.2
+        body.append(
+            f'<rect x="{bars_x}" y="{y0 + 3}" width="{length:.1f}" '
+            f'height="{cell - 6}" fill="{"#2f855a" if ok else "#dd6b20"}"/>'
+        )
+        body.append(_text(bars_x + bar_w + 6, y0 + 12, f"{total:.3f}"))
+    return body
+
+
 def gating_grid(details: dict) -> Markup:
     """Token x expert: the experts the kernel chose (filled) against the ones expected
     (outlined), and beside each token the sum of its two weights against 1."""
@@ -251,39 +299,10 @@ def gating_grid(details: dict) -> Markup:
                 f'<rect x="{left + e * cell + 1.5}" y="{y0 + 1.5}" width="{cell - 3}" '
                 f'height="{cell - 3}" fill="none" stroke="#2b6cb0" stroke-width="2"/>'
             )
-        for rank, e in enumerate(chosen):
-            if e is None:  # outside [0, E): said in the legend line of this token
-                body.append(_text(left + grid_w + 4, y0 + 12, "?", extra='fill="#c53030"'))
-                continue
-            right = e == expected[rank]
-            fill = "#2f855a" if right else "#c53030"
-            # top-1 on the left half of the cell, top-2 on the right: both show when they are
-            # the same expert (the top2-not-masked trap)
-            cx = left + e * cell + (5 if rank == 0 else cell - 5)
-            body.append(f'<circle cx="{cx}" cy="{y0 + cell / 2}" r="4" fill="{fill}"/>')
-            body.append(
-                _text(
-                    cx,
-                    y0 + cell / 2 + 3,
-                    rank + 1,
-                    "middle",
-                    'fill="#fff" font-size="7" font-weight="700"',
-                )
-            )
-        total = details["weight_sum"][r]
-        if total is None:
-            body.append(
-                f'<rect x="{bars_x}" y="{y0 + 3}" width="{bar_w}" height="{cell - 6}" '
-                f'fill="{NAN_COLOUR}"/>'
-            )
-        else:
-            ok = abs(total - details["expected_sum"]) <= 1e-5
-            length = bar_w * min(max(total, 0.0), 1.2) / 1.2
-            body.append(
-                f'<rect x="{bars_x}" y="{y0 + 3}" width="{length:.1f}" '
-                f'height="{cell - 6}" fill="{"#2f855a" if ok else "#dd6b20"}"/>'
-            )
-            body.append(_text(bars_x + bar_w + 6, y0 + 12, f"{total:.3f}"))
+        body += _chosen_marks(chosen, expected, y0, left, cell, grid_w)
+        body += _weight_bar(
+            details["weight_sum"][r], details["expected_sum"], bars_x, bar_w, y0, cell
+        )
     bottom = top_pad + len(tokens) * cell
     for e in range(E + 1):  # the grid: lines, not a rectangle per cell (E may be 128)
         x = left + e * cell
