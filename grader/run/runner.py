@@ -573,6 +573,17 @@ def _changes(found: splice.Spliced, name: str, free_form: bool = False) -> str:
     return "\n".join(out)
 
 
+def _what_runs(
+    found: splice.Spliced, text: str, free_form: bool, forbidden
+) -> tuple[str, dict[int, int] | None, list]:
+    """(the text that runs, its lines' map to the submission's, what ``grader.run.rules``
+    found): the skeleton with the regions spliced in, or, free-form, the file as written."""
+    if free_form:
+        return text, None, []
+    findings = rules.check(found.text, found.graded, found.lines, forbidden)
+    return found.text, found.lines, findings
+
+
 def _integrity(found: splice.Spliced, filename: str, free_form: bool, findings: list) -> dict:
     """The report's ``integrity`` part: where the file differs from its skeleton, how it is
     graded, and what ``grader.run.rules`` found; the zeroing flags start off."""
@@ -645,11 +656,7 @@ def grade_exercise(
         found = splice.splice(skeletons.pristine(ex.stem), text)
     except (source.SourceError, splice.SpliceError) as exc:
         return zero(exc.describe(ex.filename) if isinstance(exc, splice.SpliceError) else str(exc))
-    if free_form:
-        graded, lines, findings = text, None, []
-    else:
-        graded, lines = found.text, found.lines
-        findings = rules.check(graded, found.graded, lines, spec.forbidden)
+    graded, lines, findings = _what_runs(found, text, free_form, spec.forbidden)
     integrity = _integrity(found, ex.filename, free_form, findings)
     warnings = interpreter_only(graded, lines) if backend == "interpreter" else []
     if findings:  # never run, never paid (grader.run.rules says why)
