@@ -25,6 +25,7 @@ import csv
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from grader.classroom import dashboard
 from grader.classroom.engines import local, slurm
@@ -359,39 +360,86 @@ def slurm_options(args: argparse.Namespace, out: Path) -> slurm.Options:
     return opts
 
 
-def plan_engine(args: argparse.Namespace, out: Path) -> tuple[object, int, str]:
-    """(the engine's settings: Slurm options or the local worker slots, the jobs one student's
-    grading runs at once, where the grading runs, in words)."""
-    if is_slurm(args):
-        opts = slurm_options(args, out)
-        return opts, opts.cpus, "one Slurm array task per student"
-    slots, inner, where = local.plan(args.device, args.jobs)
-    return slots, inner, f"{len(slots)} worker(s) on {where}"
+class Engine(Protocol):
+    """What ``main`` needs of an engine (after otter's runner ABC): where it grades, in words;
+    how many jobs one student's grading runs at once; whether ``main`` clears the students'
+    earlier results before grading; and ``run``, which grades the tasks and writes the
+    gradebook where it is due, returning the exit code."""
+
+    where: str
+    jobs: int
+    clears: bool
+
+    def run(self, tasks: list[Task], out: Path) -> int: ...
 
 
-def run_engine(args: argparse.Namespace, tasks: list[Task], out: Path, plan: object) -> int:
-    """Grade the tasks with the engine ``plan`` is for and write the gradebook; the exit code.
-    ``--emit-sbatch`` only writes the script, and the gradebook waits for ``--gather``."""
-    code = 0
-    if args.emit_sbatch:
-        if not tasks:
-            print("nothing to grade (--force regrades everyone)")
-        else:
-            script, manifest = slurm.emit(tasks, out, plan, args.emit_sbatch.resolve())
-            print(
-                f"wrote {script} ({len(tasks)} array task(s)) and {manifest}\n"
-                f"submit it with: sbatch {script}\n"
-                f"when it is over: nox -s batch -- --gather --out {out}"
-            )
-            return 0
-    elif tasks and is_slurm(args):
-        code = slurm.run(tasks, out, plan)
+class Local:
+    """Several students at once on this machine (grader.classroom.engines.local)."""
+
+    clears = True
+
+    def __init__(self, args: argparse.Namespace):
+        self.slots, self.jobs, where = local.plan(args.device, args.jobs)
+        self.where = f"{len(self.slots)} worker(s) on {where}"
+
+    def run(self, tasks: list[Task], out: Path) -> int:
+        if tasks:
+            local.run(tasks, self.slots)
+        finish(out)
+        return 0
+
+
+class Slurm:
+    """One Slurm array task per student, submitted through submitit; the engine clears a
+    student's earlier results once sbatch took the array."""
+
+    clears = False
+    where = "one Slurm array task per student"
+
+    def __init__(self, args: argparse.Namespace, out: Path):
+        self.opts = slurm_options(args, out)
+        self.jobs = self.opts.cpus
+
+    def run(self, tasks: list[Task], out: Path) -> int:
+        code = slurm.run(tasks, out, self.opts) if tasks else 0
         if code == 2:
             return code
-    elif tasks:
-        local.run(tasks, plan)
-    finish(out)
-    return code
+        finish(out)
+        return code
+
+
+class Sbatch(Slurm):
+    """``--emit-sbatch``: the array written as a script to submit by hand; the gradebook
+    waits for ``--gather``."""
+
+    clears = True
+
+    def __init__(self, args: argparse.Namespace, out: Path):
+        super().__init__(args, out)
+        self.script = args.emit_sbatch.resolve()
+
+    def run(self, tasks: list[Task], out: Path) -> int:
+        if not tasks:
+            print("nothing to grade (--force regrades everyone)")
+            finish(out)
+            return 0
+        script, manifest = slurm.emit(tasks, out, self.opts, self.script)
+        print(
+            f"wrote {script} ({len(tasks)} array task(s)) and {manifest}\n"
+            f"submit it with: sbatch {script}\n"
+            f"when it is over: nox -s batch -- --gather --out {out}"
+        )
+        return 0
+
+
+def engine_for(args: argparse.Namespace, out: Path) -> Engine:
+    """The engine the options ask for (``--emit-sbatch`` writes Slurm's script, whichever
+    ``--engine``)."""
+    if args.emit_sbatch:
+        return Sbatch(args, out)
+    if args.engine == "slurm":
+        return Slurm(args, out)
+    return Local(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -422,11 +470,11 @@ def main(argv: list[str] | None = None) -> int:
     targets, unpacked, empty = sort_uploads(out, students, todo, version)
     todo = [s for s in todo if s in targets]
 
-    plan, inner, where = plan_engine(args, out)
+    engine = engine_for(args, out)
     without = f", {len(empty)} without exercise files" if empty else ""
     print(
         f"{len(students)} student(s) in {args.submissions}: grading {len(todo)}, "
-        f"{skipped} already graded{without}; {where}; grader {version}"
+        f"{skipped} already graded{without}; {engine.where}; grader {version}"
     )
     tasks = [
         Task(
@@ -435,15 +483,15 @@ def main(argv: list[str] | None = None) -> int:
             upload=unpacked.get(s),
             out=str(out),
             device=args.device,
-            jobs=inner,
+            jobs=engine.jobs,
             timeout=args.timeout,
         )
         for s in todo
     ]
-    if not (is_slurm(args) and not args.emit_sbatch):  # the Slurm engine clears once sbatch took it
+    if engine.clears:
         for task in tasks:
             clear(out, task.student)
-    return run_engine(args, tasks, out, plan)
+    return engine.run(tasks, out)
 
 
 if __name__ == "__main__":
