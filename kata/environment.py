@@ -34,12 +34,12 @@ SESSIONS = {
     "grader.validate": "validate",
     "grader.validate.mutants": "mutants",
     "grader.classroom.batch": "batch",
-    "grader.specs.docs": "generate",
+    "kata.authoring.docs": "generate",
 }
 
 # Entry points that check for themselves and say more: `python -m grader` checks its arguments
 # first, and the Gradescope bundle's must write a results.json that says it could not grade.
-CHECKS_ITSELF = {"grader", "grader.run.autograder"}
+CHECKS_ITSELF = {"grader", "grader.autograder"}
 
 # Set in the environment of a rerun, so that a .nox/kata without the packages cannot loop.
 RERUN = "KATA_REEXEC"

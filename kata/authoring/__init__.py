@@ -1,2 +1,2 @@
 """The authors' tools: the exercise generator, the handout and Gradescope bundles, the docs'
-figures and the benchmark."""
+figures, the generated parts of the docs and the benchmark."""
