@@ -289,7 +289,7 @@ if (ROOT / "solutions").is_dir():
     def generate(session: nox.Session) -> None:
         """Rewrite exercises/ from solutions/ (strips the marked solution regions)."""
         session.run(_env_python(session), "-m", "kata.authoring.generate", *session.posargs)
-        session.run(_env_python(session), "-m", "grader.specs.docs", *session.posargs)
+        session.run(_env_python(session), "-m", "kata.authoring.docs", *session.posargs)
 
     @nox.session
     def new(session: nox.Session) -> None:

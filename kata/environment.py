@@ -34,12 +34,12 @@ SESSIONS = {
     "grader.validate": "validate",
     "grader.validate.mutants": "mutants",
     "grader.classroom.batch": "batch",
-    "grader.specs.docs": "generate",
+    "kata.authoring.docs": "generate",
 }
 
 # Entry points that check for themselves and say more: `python -m grader` checks its arguments
 # first, and the Gradescope bundle's must write a results.json that says it could not grade.
-CHECKS_ITSELF = {"grader", "grader.run.autograder"}
+CHECKS_ITSELF = {"grader", "grader.autograder"}
 
 # Set in the environment of a rerun, so that a .nox/kata without the packages cannot loop.
 RERUN = "KATA_REEXEC"
@@ -102,9 +102,10 @@ def _module_run() -> str | None:
 def guard(package: str) -> None:
     """Called by ``package``'s ``__init__``: ``python -m package.MODULE`` run by a Python without
     the kata's packages is rerun with ``.nox/kata``'s Python, or stops with status 2 and one line
-    saying which nox session runs it instead. Any other import is left alone."""
+    saying which nox session runs it instead. Any other import is left alone. ``package`` may
+    name one module, for a package whose other tools run without those packages."""
     module = _module_run()
-    if not module or module in CHECKS_ITSELF or not module.startswith(f"{package}."):
+    if not module or module in CHECKS_ITSELF or not f"{module}.".startswith(f"{package}."):
         return
     lacking = missing(("torch", "triton", "numpy"))
     if not lacking:

@@ -257,6 +257,7 @@ def _bare(*args: str, **env: str) -> subprocess.CompletedProcess:
     [
         ("grader.validate", "validate"),
         ("grader.classroom.batch", "batch"),
+        ("kata.authoring.docs", "generate"),  # the grader's, though it stands with the tools
         ("grader.report.html", None),  # no session of its own: `nox -s grade` makes .nox/kata
     ],
 )

@@ -14,8 +14,8 @@ import pytest
 from conftest import run_examples
 
 from grader import specs
-from grader.specs import docs
 from kata import catalogue, runtime, skeletons
+from kata.authoring import docs
 from kata.authoring.bundles import handout
 
 ROOT = catalogue.ROOT
@@ -26,7 +26,7 @@ slow = pytest.mark.slow
 
 
 def test_generated_docs_are_up_to_date():
-    assert docs.problems() == [], "run `nox -s generate` (python -m grader.specs.docs)"
+    assert docs.problems() == [], "run `nox -s generate` (python -m kata.authoring.docs)"
 
 
 def _copy_pages(tmp_path, monkeypatch) -> Path:

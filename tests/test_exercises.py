@@ -13,8 +13,8 @@ import pytest
 import torch
 from conftest import run_examples
 
-from grader.judge.traps import online_softmax
-from grader.specs.model import Case
+from grader.kinds.traps import online_softmax
+from grader.model import Case
 from grader.validate import static
 from kata import oracles, regions, skeletons
 from kata.authoring import generate

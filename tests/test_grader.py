@@ -29,12 +29,11 @@ import jsonschema
 import pytest
 import torch
 
-from grader import specs
+from grader import model, specs
 from grader.judge import errors
-from grader.judge.traps import TRAPS
+from grader.kinds.traps import TRAPS
 from grader.report.records import CheckResult, ExerciseResult, edits_outside
 from grader.run import runner
-from grader.specs import model
 from grader.validate import cli as validate
 from grader.validate import gallery, static
 from kata import regions, runtime, skeletons
@@ -538,7 +537,7 @@ def test_integrity_sees_edits_outside_the_regions_only():
 
 
 def test_specs_refuse_to_contradict_themselves():
-    from grader.specs.model import Check
+    from grader.model import Check
 
     spec = specs.load(STEM["01"], "hidden")
     wrong_todo = Check(id="x", todo="renormalize", points=0, about="", cases=(), judge="output")

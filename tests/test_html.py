@@ -468,7 +468,7 @@ def test_class_page_says_why_each_zero_in_chromium(tmp_path):
 
 def test_every_trap_states_the_invariant_it_breaks():
     """A trap card leads with the invariant that broke: every trap needs one."""
-    from grader.judge.traps import TRAPS
+    from grader.kinds.traps import TRAPS
 
     assert [t.id for t in TRAPS.values() if not t.invariant] == []
 

@@ -106,6 +106,48 @@ def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+def room(name: str) -> str:
+    """The top-level entry of ``grader/`` or ``kata/`` a module belongs to: a stage folder
+    (``grader.judge``) or a module standing alone (``grader.cli``, ``kata.host``)."""
+    return ".".join(name.split(".")[:2])
+
+
+def folder_loops(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The loops between top-level entries, the modules' imports drawn between their rooms."""
+    rooms: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        rooms.setdefault(room(name), set())
+        for target in targets:
+            rooms.setdefault(room(target), set())
+            if room(target) != room(name):
+                rooms[room(name)].add(room(target))
+    return cycles(rooms)
+
+
+def test_no_stage_folder_imports_one_that_imports_it_back():
+    """A stage stands on the ones below it: a loop between two folders means a module sits in
+    the wrong stage, even when no two modules import each other."""
+    graph = {name: imports_of(name, path) for name, path in modules().items()}
+    assert folder_loops(graph) == []
+
+
+def test_the_loop_finder_sees_the_loops_of_the_old_layout():
+    # The trap catalogue in judge/, imported by the specs, importing the specs' model; the
+    # Gradescope entry point in run/ importing the command line that imports run/.
+    old = {
+        "grader.specs.hidden": {"grader.judge.traps"},
+        "grader.judge.traps": {"grader.specs.model"},
+        "grader.specs.model": set(),
+        "grader.run.autograder": {"grader.cli"},
+        "grader.cli": {"grader.run.runner"},
+        "grader.run.runner": set(),
+    }
+    assert sorted(folder_loops(old)) == [
+        ["grader.cli", "grader.run"],
+        ["grader.judge", "grader.specs"],
+    ]
+
+
 # Imports every module in a fresh Python with the backend unset, and records what importing did
 # besides defining things: a changed environment, a process started (Python's audit events).
 IMPORT_ALL = """

@@ -8,8 +8,8 @@ import ast
 import pytest
 
 from grader import specs
+from grader.model import Expect
 from grader.report.records import CheckResult, ExerciseResult
-from grader.specs.model import Expect
 from grader.validate import cli as validate
 from grader.validate import mutants
 from kata import runtime

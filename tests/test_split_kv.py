@@ -11,9 +11,10 @@ import torch
 from conftest import run_examples
 
 from grader import specs
-from grader.judge import compare, traps
+from grader.judge import compare
+from grader.kinds import traps
+from grader.model import Case
 from grader.specs import boundary, inputs
-from grader.specs.model import Case
 from kata import host, interfaces, oracles, runtime
 from kata.catalogue import SOLUTIONS, find
 

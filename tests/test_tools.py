@@ -403,7 +403,7 @@ def test_the_bundles_missing_package_message_says_to_run_its_setup(tmp_path):
     env = {**os.environ, "PYTHONPATH": "", "PYTHONNOUSERSITE": "1"}
     # -S: no site packages at all, so torch is missing whatever this machine has installed.
     proc = subprocess.run(
-        [sys.executable, "-S", "-m", "grader.run.autograder", "--root", str(root)],
+        [sys.executable, "-S", "-m", "grader.autograder", "--root", str(root)],
         cwd=root / "source",
         env=env,
         capture_output=True,
@@ -548,7 +548,7 @@ def test_the_autograder_tells_a_student_whose_upload_holds_no_exercise_file_what
     (root / "submission" / "homework.pdf").write_bytes(b"%PDF")
     ex = catalogue.find("03")
     (root / "submission" / f"{ex.stem} (1).py").write_text("x = 1\n")
-    proc = run("-m", "grader.run.autograder", "--root", str(root))
+    proc = run("-m", "grader.autograder", "--root", str(root))
     assert proc.returncode == 0, proc.stderr
     results = json.loads((root / "results" / "results.json").read_text())
     assert results["score"] == 0 and results["tests"] == []

@@ -105,8 +105,8 @@ def test_a_trap_shared_by_both_check_sets_is_one_cause():
     once, with every check that found it, hidden and public."""
     from pathlib import Path
 
+    from grader.model import Expect
     from grader.report.records import CheckResult, ExerciseResult
-    from grader.specs.model import Expect
 
     ex = catalogue.find("02")
 

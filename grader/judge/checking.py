@@ -10,8 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.judge import compare, details, judges
-from grader.run import order
-from grader.specs.model import Case, Check, Output, Trap
+from grader.model import REVERSED, Case, Check, GraderError, Output, Trap
 
 
 class CheckFailed(AssertionError):
@@ -32,10 +31,6 @@ class CheckBlocked(Exception):
 
 class SubmissionError(Exception):
     """The submission could not produce an output (missing, import error, crash, timeout)."""
-
-
-class GraderError(Exception):
-    """The grader's own premise failed (e.g. a trap not visible on a check's inputs)."""
 
 
 def exact(key: str, value) -> bool:
@@ -206,10 +201,10 @@ def _ran_with(label: str | None) -> str:
     ran in reverse (``grader.run.order``)."""
     if not label:
         return ""
-    if label == order.REVERSED:
-        return f" ({order.REVERSED})"
-    tiles = label.removesuffix(f", {order.REVERSED}")
-    return f" (tiles: {tiles}; {order.REVERSED})" if tiles != label else f" (tiles: {label})"
+    if label == REVERSED:
+        return f" ({REVERSED})"
+    tiles = label.removesuffix(f", {REVERSED}")
+    return f" (tiles: {tiles}; {REVERSED})" if tiles != label else f" (tiles: {label})"
 
 
 def _judge(check: Check, spec, submission) -> None:

@@ -41,7 +41,7 @@ import math
 import numpy as np
 
 from grader.judge import compare
-from grader.specs.model import Case, Output
+from grader.model import Case, Output
 from kata import oracles
 
 MAX_BINS = 64  # query-row groups in an attention error profile

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.judge import compare
-from grader.specs.model import Case, Output
+from grader.model import Case, Output
 from kata import oracles
 from kata.interfaces import Interface
 

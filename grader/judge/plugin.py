@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from grader.judge import checking
-from grader.specs.model import Output
+from grader.model import Output
 
 
 class Submission:

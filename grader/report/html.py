@@ -18,7 +18,7 @@ from pathlib import Path
 import jinja2
 
 from grader.judge import errors
-from grader.judge.traps import TRAPS
+from grader.kinds.traps import TRAPS
 from grader.report import cards as cards_text
 from grader.report import svg
 from grader.report.records import CheckResult, ExerciseResult, Report, edits_outside

@@ -400,7 +400,7 @@ def _compile_one(inner, args: tuple, kwargs: dict, target, full: bool) -> str:
 
 def forbidden_ops(ttir: str, forbidden) -> str | None:
     """Why a compiled launch is refused, or None: its TTIR holds an op one of the exercise's
-    ``Forbidden`` rules (``grader.specs.model``, sent in the job) names, ``tt.`` and the rule's
+    ``Forbidden`` rules (``grader.model``, sent in the job) names, ``tt.`` and the rule's
     prefix: ``atomic_`` refuses ``tt.atomic_rmw`` (what tl.atomic_add, _max, _xchg, ...
     compile to) and ``tt.atomic_cas``. The text screen (``grader.run.screen``) reads the file;
     this reads what was compiled, however the file reached it."""

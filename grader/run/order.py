@@ -16,11 +16,7 @@ from __future__ import annotations
 
 import contextlib
 
-REVERSED = "programs in reverse order"
-WHY = (
-    "programs of a GPU grid run in any order, at once: a program must not read what another "
-    "program of the same launch writes"
-)
+from grader.model import REVERSED, WHY  # the judge names the run by them too
 
 
 class _Order:

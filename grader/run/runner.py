@@ -32,9 +32,9 @@ from pathlib import Path
 
 from grader import specs
 from grader.judge import details
+from grader.model import Case, Output
 from grader.report.records import CheckResult, ExerciseResult, line_spans
 from grader.run import discover, isolation, launcher, process, rules, splice, timing
-from grader.specs.model import Case, Output
 from kata import skeletons, source
 from kata.catalogue import Exercise
 
@@ -362,7 +362,8 @@ def prepare() -> None:
         import pytest  # noqa: F401
         from pytest_jsonreport.plugin import JSONReport
 
-        from grader.judge import checking, compare, details, errors, plugin, traps  # noqa: F401
+        from grader.judge import checking, compare, details, errors, plugin  # noqa: F401
+        from grader.kinds import traps  # noqa: F401
         from grader.report import cards, gradescope, records, summary, svg  # noqa: F401
 
         try:

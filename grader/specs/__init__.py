@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from grader.specs.model import Case, Check
+from grader.model import Case, Check
 from kata import interfaces
 from kata.catalogue import Exercise, find
 
@@ -43,7 +43,7 @@ class Spec:
     timing: tuple[dict, ...]
     reference: dict  # hidden.py's REFERENCE; {} without it
     gallery: tuple  # hidden.py's GALLERY; () without it
-    forbidden: tuple = ()  # public.py's FORBIDDEN: grader.specs.model.Forbidden rules
+    forbidden: tuple = ()  # public.py's FORBIDDEN: grader.model.Forbidden rules
 
     @property
     def interface(self) -> interfaces.Interface:

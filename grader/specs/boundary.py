@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from grader.model import Case
 from grader.specs import inputs
-from grader.specs.model import Case
 
 _NUMBERS = ("no", "a", "two", "three", "four", "five", "six", "seven", "eight")
 

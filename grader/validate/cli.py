@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import specs
-from grader.specs.model import Expect
+from grader.model import Expect
 from grader.validate import gallery
 from kata.catalogue import ALL_EXERCISES, SOLUTIONS, Exercise, find
 

@@ -6,7 +6,7 @@ variant gives none, plus exact edits elsewhere if the mistake lives in given cod
 instead start from a whole file in the spec's ``gallery/`` folder (the chapter's own kernels, a
 fake kernel). Nothing here reads ``solutions/``, so ``validate`` works whatever solutions an
 instructor swaps in. The variants themselves are data, in each spec's ``hidden.py``, declared with
-``grader.specs.model``'s ``wrong`` and ``right``.
+``grader.model``'s ``wrong`` and ``right``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import textwrap
 
 from grader import specs
-from grader.specs.model import Edit, Variant
+from grader.model import Edit, Variant
 from kata import skeletons
 from kata.regions import Skeleton
 

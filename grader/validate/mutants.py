@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grader import specs
-from grader.specs.model import Expect
+from grader.model import Expect
 from grader.validate import gallery
 from kata import skeletons
 from kata.catalogue import ALL_EXERCISES, ROOT, find

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from grader import specs
-from grader.judge.traps import TRAPS
+from grader.kinds.traps import TRAPS
 from grader.validate import gallery
 from kata import regions, skeletons
 from kata.authoring import generate, new
@@ -257,7 +257,7 @@ def problems(solutions: Path = SOLUTIONS) -> tuple[list[str], list[str]]:
     found = _files(notes, solutions) + _specs() + _galleries() + _regions_hold_what_todos_name()
     found += [p for ex in ALL_EXERCISES for p in new.placeholders_left(ex)]
     try:
-        from grader.specs import docs
+        from kata.authoring import docs
     except ImportError:  # the docs generator is not part of every copy
         return found, notes
     found += docs.problems()

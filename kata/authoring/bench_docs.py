@@ -14,7 +14,7 @@ value. The figure keeps the form it has in the page: its decimals, its suffix, a
 single number. The attention and gating tables of performance.md and 07's table are whole
 generated sections.
 
-``python -m grader.specs.docs`` (``nox -s generate``) rewrites every tagged figure and section
+``python -m kata.authoring.docs`` (``nox -s generate``) rewrites every tagged figure and section
 from the JSON, so that a new bench run replaces them all; ``problems()`` reports drift. The
 words around the figures stay hand-written: reread them after a new run.
 """

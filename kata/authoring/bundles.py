@@ -22,23 +22,25 @@ from kata import skeletons
 from kata.catalogue import ALL_EXERCISES, ROOT
 
 DIST = ROOT / "dist"
-# What the handout leaves out of grader/: the stages for instructors whole, and the instructors'
-# modules of the others (the specs' case generators for hidden checks and docs generator, the
-# Gradescope entry point).
+# What the handout leaves out: the grader's stages for instructors whole, and the instructors'
+# modules beside the student's (the case generators for hidden checks, the Gradescope entry
+# point, the docs generator).
 INSTRUCTOR_STAGES = {"classroom", "validate"}
-INSTRUCTOR_TOOLS = {"specs/boundary.py", "specs/docs.py", "run/autograder.py"}
+INSTRUCTOR_TOOLS = {"grader/specs/boundary.py", "grader/autograder.py", "kata/authoring/docs.py"}
 INSTRUCTOR_DOCS = {"instructors.md", "bench_h200.json", "mutants.md"}  # not for the student handout
 
 
 def instructors_only(relative: Path) -> bool:
     """The one rule of the handout: hidden checks, galleries and instructor tools stay out."""
     parts = relative.parts
+    if relative.as_posix() in INSTRUCTOR_TOOLS:
+        return True
     if parts[0] != "grader" or len(parts) < 3:
         return False
     hidden = ("hidden.py", "equivalent-mutants.toml")  # the latter quotes the reference code
     if parts[1] == "specs" and (relative.name in hidden or "gallery" in parts):
         return True
-    return parts[1] in INSTRUCTOR_STAGES or "/".join(parts[1:]) in INSTRUCTOR_TOOLS
+    return parts[1] in INSTRUCTOR_STAGES
 
 
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".ini", ".txt", ".sh", ""}
@@ -115,7 +117,8 @@ def handout(dest: Path = DIST / "triton-kata-handout.zip") -> Path:
         if path.name not in INSTRUCTOR_DOCS:
             entries[top + str(path.relative_to(ROOT))] = path
     for path in _files("kata", "**/*.py") + [ROOT / "kata" / "skeletons.json"]:
-        entries[top + str(path.relative_to(ROOT))] = path
+        if not instructors_only(path.relative_to(ROOT)):
+            entries[top + str(path.relative_to(ROOT))] = path
     for path in _files("grader"):
         if not instructors_only(path.relative_to(ROOT)):
             entries[top + str(path.relative_to(ROOT))] = path
@@ -182,7 +185,7 @@ RUN_AUTOGRADER = """#!/usr/bin/env bash
 # Gradescope runs this for every submission. AUTOGRADER_ROOT redirects /autograder for tests.
 root=${AUTOGRADER_ROOT:-/autograder}
 cd "$root/source" || exit 1
-python3 -m grader.run.autograder --root "$root"
+python3 -m grader.autograder --root "$root"
 """
 
 

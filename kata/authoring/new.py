@@ -121,7 +121,7 @@ def spec(model: catalogue.Exercise, number: str, checkset: str) -> str:
             raise ScaffoldError(f"{model.stem}'s hidden.py has no GALLERY = [...] table to empty")
         empty = (
             "# The wrong kernels a student is likely to write, each with what it must score, and\n"
-            "# right kernels written differently (grader.specs.model's wrong() and right()).\n"
+            "# right kernels written differently (grader.model's wrong() and right()).\n"
             "GALLERY = []\n"
         )
         text = text[: gallery.start()] + empty + text[gallery.end() :]
@@ -154,7 +154,7 @@ def page(stem: str, number: str, title: str, track: str, kernel: str, model) -> 
         "## What to fill in\n\n"
         f"{todos}\n\n"
         "## How it is graded\n\n"
-        "<!-- BEGIN GENERATED: checks (python -m grader.specs.docs; edit grader/specs/, not this) -->\n"
+        "<!-- BEGIN GENERATED: checks (python -m kata.authoring.docs; edit grader/specs/, not this) -->\n"
         "<!-- END GENERATED: checks -->\n"
     )
 
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in paths:
         print(f"wrote {path.relative_to(ROOT)}")
     # The generators read the manifest at import: they run in a fresh Python.
-    for module in ("kata.authoring.generate", "grader.specs.docs"):
+    for module in ("kata.authoring.generate", "kata.authoring.docs"):
         subprocess.run([sys.executable, "-m", module], cwd=ROOT, check=True)
     print(
         f"\n{args.stem} is a copy of exercise {model_of(args.interface).stem[:2]} under new names. "

@@ -9,17 +9,17 @@ of tiles with M < N and M > N, for 16x16 and 16x32 tiles (``grader.specs.boundar
 half-precision inputs are handled by given code: they are 0-point notes.
 """
 
-from grader.judge.traps import (
+from grader.kinds.traps import (
     ACC_NOT_RESCALED,
     ACC_RESCALED_AFTER_ADD,
     ALPHA_APPLIED_TWICE,
     REFERENCE_NOT_RUNNING_MAX,
     RUNNING_MAX_NOT_FROM_NEG_INF,
 )
+from grader.model import Case, Check, right, wrong
 from grader.specs import boundary
 from grader.specs.hidden import ATTENTION_NOTES, attention_cases
 from grader.specs.inputs import all_low, falling, growing, qkv
-from grader.specs.model import Case, Check, right, wrong
 
 # fmt: off
 CASES = [

@@ -10,16 +10,16 @@ and the exponential loses the row), and scores near -150 (a finite mask value li
 beat them). Strides and half-precision inputs are handled by given code: they are 0-point notes.
 """
 
-from grader.judge.traps import (
+from grader.kinds.traps import (
     CAUSAL_BOTTOM_RIGHT,
     CAUSAL_MASK_AFTER_EXP,
     CAUSAL_MASK_MISSING,
     CAUSAL_MASK_OFF_BY_ONE,
 )
+from grader.model import Case, Check, Expect, right, wrong
 from grader.specs import boundary
 from grader.specs.hidden import ATTENTION_NOTES, attention_cases
 from grader.specs.inputs import all_low, future_high, growing, qkv
-from grader.specs.model import Case, Check, Expect, right, wrong
 
 # fmt: off
 CASES = [

@@ -14,22 +14,22 @@ charge it all the same. Strided rows are given code: a 0-point note.
 
 import numpy as np
 
-from grader.judge.traps import (
+from grader.kinds.traps import (
     TIES_NOT_LOWEST_INDEX,
     TOP1_FILL_TOO_HIGH,
     TOP1_MASKED_BY_VALUE,
     TOP2_NOT_MASKED,
     WEIGHTS_NOT_RENORMALIZED,
 )
+from grader.model import Case, Check, right, wrong
 from grader.specs import boundary
 from grader.specs.inputs import dominant, logits, ties
-from grader.specs.model import Case, Check, right, wrong
 from kata import oracles
 
 
 def _raw_sums_vary(cases: list[Case]) -> None:
     """The chapter's demonstration: raw top-2 sums fall short of 1 by a per-token amount."""
-    from grader.judge.checking import GraderError
+    from grader.model import GraderError
 
     for case in cases:
         probs = -np.sort(-oracles.softmax(case.inputs["logits"]), axis=1)

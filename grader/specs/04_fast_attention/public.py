@@ -1,8 +1,8 @@
 """Exercise 04 (performance track), public checks and the shapes timed against torch."""
 
-from grader.judge.traps import DIAGONAL_STAGE_MISSING, EXP2_CONSTANT_WRONG
+from grader.kinds.traps import DIAGONAL_STAGE_MISSING, EXP2_CONSTANT_WRONG
+from grader.model import Case, Check
 from grader.specs.inputs import bhsd
-from grader.specs.model import Case, Check
 
 SKELETON_TRAPS = ("exp2-constant-wrong", "diagonal-stage-missing")
 

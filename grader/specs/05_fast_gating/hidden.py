@@ -1,14 +1,14 @@
 """Exercise 05 (performance track), the instructor's checks and gallery."""
 
-from grader.judge.traps import (
+from grader.kinds.traps import (
     ONE_TOKEN_PER_TILE,
     TIES_NOT_LOWEST_INDEX,
     TOP1_FILL_TOO_HIGH,
     TOP2_NOT_MASKED,
 )
+from grader.model import Case, Check, right, wrong
 from grader.specs import boundary
 from grader.specs.inputs import dominant, logits, round_to, ties
-from grader.specs.model import Case, Check, right, wrong
 
 # The grader pins how many tokens a program owns (the kernel's autotuner would pick one of its
 # own): 16 (the interpreter's old only choice), 32, 64 and 128, and, for fp32 and for bf16

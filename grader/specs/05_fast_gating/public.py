@@ -1,8 +1,8 @@
 """Exercise 05 (performance track), public checks and the shapes timed against torch."""
 
-from grader.judge.traps import ONE_TOKEN_PER_TILE, TOP2_NOT_MASKED
+from grader.kinds.traps import ONE_TOKEN_PER_TILE, TOP2_NOT_MASKED
+from grader.model import Case, Check
 from grader.specs.inputs import logits
-from grader.specs.model import Case, Check
 
 SKELETON_TRAPS = ("one-token-per-tile",)
 

@@ -16,11 +16,11 @@ window's own (a mask applied after the max and the exponential loses the row), a
 handled by given code: they are 0-point notes.
 """
 
-from grader.judge.traps import WINDOW_IGNORED, WINDOW_OFF_BY_ONE
+from grader.kinds.traps import WINDOW_IGNORED, WINDOW_OFF_BY_ONE
+from grader.model import Case, Check, right, wrong
 from grader.specs import boundary
 from grader.specs.hidden import ATTENTION_NOTES, attention_cases
 from grader.specs.inputs import all_low, future_high, growing, qkv
-from grader.specs.model import Case, Check, right, wrong
 
 # fmt: off
 CASES = [

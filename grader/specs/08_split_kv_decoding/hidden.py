@@ -13,7 +13,7 @@ buffers wider than their splits (a row stride past NUM_SPLITS, NaN beyond) are r
 code: a 0-point note.
 """
 
-from grader.judge.traps import (
+from grader.kinds.traps import (
     LSE_BASE_2,
     LSE_MISSING_MAX,
     MERGE_ACC_NOT_RESCALED,
@@ -21,8 +21,8 @@ from grader.judge.traps import (
     MERGE_NO_MAX_SHIFT,
     SPLIT_PARTIALS_AVERAGED,
 )
+from grader.model import Case, Check, right, wrong
 from grader.specs.boundary import split_kv
-from grader.specs.model import Case, Check, right, wrong
 
 _PADDED = {"m": "padded", "l": "padded", "acc": "padded"}
 # fmt: off

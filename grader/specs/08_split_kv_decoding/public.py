@@ -1,15 +1,15 @@
 """Exercise 08 (extensions track), public checks: what the student handout grades with
 (TODO merge)."""
 
-from grader.judge.traps import (
+from grader.kinds.traps import (
     LSE_BASE_2,
     LSE_MISSING_MAX,
     MERGE_ACC_NOT_RESCALED,
     MERGE_L_NOT_RESCALED,
     SPLIT_PARTIALS_AVERAGED,
 )
+from grader.model import Check
 from grader.specs.boundary import split_kv
-from grader.specs.model import Check
 
 SKELETON_TRAPS = ("split-partials-averaged",)
 

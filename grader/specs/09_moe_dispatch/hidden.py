@@ -18,7 +18,7 @@ block's first pair (the carry equal to CAPACITY there), the hottest expert the l
 extra pairs would land past the last row filled).
 """
 
-from grader.judge.traps import (
+from grader.kinds.traps import (
     CAPACITY_NOT_APPLIED,
     CAPACITY_OFF_BY_ONE,
     DISPATCH_INCLUSIVE_RANK,
@@ -28,9 +28,9 @@ from grader.judge.traps import (
     DISPATCH_OFFSETS_INCLUSIVE,
     DISPATCH_RANK_RESTARTS,
 )
+from grader.model import Case, Check, Expect, right, wrong
 from grader.specs import boundary
 from grader.specs.inputs import routing
-from grader.specs.model import Case, Check, Expect, right, wrong
 
 
 def _case(name, about, idx, E, capacity=None, block=16):

@@ -1,7 +1,7 @@
 """Exercise 09 (extensions track), public checks: what the student handout grades with
 (TODOs dest-slot and capacity-drop)."""
 
-from grader.judge.traps import (
+from grader.kinds.traps import (
     CAPACITY_NOT_APPLIED,
     CAPACITY_OFF_BY_ONE,
     DISPATCH_INCLUSIVE_RANK,
@@ -9,8 +9,8 @@ from grader.judge.traps import (
     DISPATCH_OFFSETS_INCLUSIVE,
     DISPATCH_RANK_RESTARTS,
 )
+from grader.model import Case, Check, Forbidden
 from grader.specs.inputs import routing
-from grader.specs.model import Case, Check, Forbidden
 
 SKELETON_TRAPS = ("dispatch-not-grouped", "capacity-not-applied")
 

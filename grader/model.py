@@ -10,6 +10,8 @@
   or a right one written differently, with the ``Expect`` it must score (``grader.validate``
   grades them).
 
+``GraderError``: the grader's own premise failed (a spec or a check raises it).
+
 ``hidden`` is a flag on cases and checks: ``public.py`` of a spec declares the ones a student's
 handout ships, ``hidden.py`` the instructor's.
 """
@@ -22,6 +24,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 Output = dict[str, np.ndarray]
+
+# The label of a case's second run with its programs in reverse order, and why a kernel must
+# give the same answer there (grader.run.order runs it; the judge names it in a failure).
+REVERSED = "programs in reverse order"
+WHY = (
+    "programs of a GPU grid run in any order, at once: a program must not read what another "
+    "program of the same launch writes"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -184,3 +194,7 @@ def right(name: str, why: str, *, integrity=None, **kw) -> Variant:
     flagged = bool(edits) if integrity is None else integrity
     expect = Expect(score="full", integrity=flagged, **kw.pop("expect", {}))
     return Variant(name=name, why=why, expect=expect, edits=edits, **kw)
+
+
+class GraderError(Exception):
+    """The grader's own premise failed (e.g. a trap not visible on a check's inputs)."""

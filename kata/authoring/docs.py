@@ -1,6 +1,6 @@
-"""``python -m grader.specs.docs``: the parts of the docs that are generated from the code.
+"""``python -m kata.authoring.docs``: the parts of the docs that are generated from the code.
 
-* ``docs/traps.md``: the trap catalogue, one section per trap of ``grader.judge.traps.TRAPS`` (its TODO,
+* ``docs/traps.md``: the trap catalogue, one section per trap of ``grader.kinds.traps.TRAPS`` (its TODO,
   the checks that can name it, the skeletons that have it, its summary, hint, message and the
   ``why`` prose written into the trap);
 * ``docs/exercises/<stem>.md``: the table of the exercise's public and hidden checks;
@@ -10,7 +10,7 @@
 Each generated part sits between two markers in the page, so the prose around it stays
 hand-written::
 
-    <!-- BEGIN GENERATED: checks (python -m grader.specs.docs; edit grader/specs/, not this) -->
+    <!-- BEGIN GENERATED: checks (python -m kata.authoring.docs; edit grader/specs/, not this) -->
     <!-- END GENERATED: checks -->
 
 Nothing generated names a hidden case or shows its inputs: the student handout ships these
@@ -27,8 +27,8 @@ import textwrap
 from pathlib import Path
 
 from grader import specs
-from grader.judge.traps import TRAPS
-from grader.specs.model import Check, Trap
+from grader.kinds.traps import TRAPS
+from grader.model import Check, Trap
 from kata.authoring import bench_docs
 from kata.catalogue import ALL_EXERCISES, ROOT, Exercise
 
@@ -56,7 +56,7 @@ class MarkerError(ValueError):
 
 def begin(name: str, source: str) -> str:
     return (
-        f"<!-- BEGIN GENERATED: {name} (python -m grader.specs.docs; edit {source}, not this) -->"
+        f"<!-- BEGIN GENERATED: {name} (python -m kata.authoring.docs; edit {source}, not this) -->"
     )
 
 
@@ -326,7 +326,7 @@ def problems() -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m grader.specs.docs", description=__doc__.split("\n")[0]
+        prog="python -m kata.authoring.docs", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--check", action="store_true", help="report drift, write nothing")
     args = parser.parse_args(argv)

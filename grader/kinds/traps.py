@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from grader.specs.model import Case, Output, Trap
+from grader.model import Case, Output, Trap
 from kata import oracles
 
 # ---- attention, replayed ------------------------------------------------------------------------

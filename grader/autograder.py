@@ -1,6 +1,6 @@
 """Gradescope entry point, called by the autograder bundle's ``run_autograder``.
 
-    python -m grader.run.autograder [--root /autograder]
+    python -m grader.autograder [--root /autograder]
 
 Finds the student's files under ROOT/submission (at the top level or in one subfolder, as
 uploads from a zip often are), grades them, and writes ROOT/results/results.json in Gradescope's
@@ -26,7 +26,7 @@ def find_submission(folder: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m grader.run.autograder")
+    p = argparse.ArgumentParser(prog="python -m grader.autograder")
     p.add_argument(
         "--root", type=Path, default=Path(os.environ.get("AUTOGRADER_ROOT", "/autograder"))
     )
