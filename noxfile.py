@@ -83,6 +83,8 @@ TEST = {
     "black": "black",
     "autopep8": "autopep8",
     "isort": "isort",
+    # The figures' tests redraw each picture and check its numbers (tests/test_figures.py).
+    "matplotlib": "matplotlib",
 }
 BATCH = {"submitit": "submitit"}  # the Slurm engine submits through it
 
