@@ -50,6 +50,17 @@ print(json.dumps(done))
 """
 
 
+def endless_01() -> str:
+    """01's solution with a loop that never ends in its TODO region (the grader runs only region
+    code of a submission, so a loop at module level would never run)."""
+    text = (catalogue.SOLUTIONS / catalogue.find("01").filename).read_text()
+    right = "        acc = acc * alpha[:, None] + tl.dot(p, v)\n"
+    assert right in text
+    return text.replace(
+        right, "        k0 = 0\n        while k0 < 1:\n            acc = acc * alpha[:, None]\n"
+    )
+
+
 def run_examples(paths: list[Path], **env: str) -> dict[Path, tuple[int, str]]:
     """``{path: (exit status, what it printed)}`` for each kernel file run as a script, in one
     child Python with ``env`` added to its environment."""

@@ -28,6 +28,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import torch
+from conftest import endless_01
 
 from grader import model, specs
 from grader.judge import errors
@@ -1545,11 +1546,7 @@ def test_an_endless_loop_ticks_and_says_its_reason_once(tmp_path):
     page's paid rows."""
     folder = tmp_path / "target"
     folder.mkdir()
-    text = solution_text("01").replace(  # a loop that never ends, in the TODO region
-        "        acc = acc * alpha[:, None] + tl.dot(p, v)\n",
-        "        k0 = 0\n        while k0 < 1:\n            acc = acc * alpha[:, None]\n",
-    )
-    (folder / f"{STEM['01']}.py").write_text(text)
+    (folder / f"{STEM['01']}.py").write_text(endless_01())
     report = tmp_path / "out" / "score.json"
     cmd = [sys.executable, "-m", "grader", "01", "--target", str(folder), "--report", str(report)]
     proc = subprocess.Popen(

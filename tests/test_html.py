@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import endless_01
 
 from grader.report import html
 from grader.report.records import CheckResult, ExerciseResult, Report
@@ -399,11 +400,6 @@ def test_class_of_four_in_chromium(tmp_path):
     assert (out / "dee" / "score.html").exists()
 
 
-# A loop that never ends, in 01's TODO region (the grader runs only region code, so a loop at
-# module level would never run): tests/slurm/test_slurm_engine.py's hostile student.
-HANG = "        k0 = 0\n        while k0 < 1:\n            acc = acc * alpha[:, None]\n"
-
-
 @slow
 @pytest.mark.e2e
 def test_class_page_says_why_each_zero_in_chromium(tmp_path):
@@ -418,10 +414,7 @@ def test_class_page_says_why_each_zero_in_chromium(tmp_path):
     shutil.copy(catalogue.SOLUTIONS / gating.filename, subs / "eve" / f"{gating.stem} (1).py")
     (subs / "eve" / catalogue.find("02").filename).write_text("def flash_attn_causal_kernel(:\n")
     first = catalogue.find("01")
-    text = (catalogue.SOLUTIONS / first.filename).read_text()
-    right = "        acc = acc * alpha[:, None] + tl.dot(p, v)\n"
-    assert right in text
-    (subs / "fay" / first.filename).write_text(text.replace(right, HANG))
+    (subs / "fay" / first.filename).write_text(endless_01())
     done = subprocess.run(
         [
             sys.executable,

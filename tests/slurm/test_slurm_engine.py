@@ -18,6 +18,7 @@ import sys
 import time
 
 import pytest
+from conftest import endless_01
 
 from kata import catalogue
 
@@ -40,18 +41,6 @@ def copy(folder, source, numbers=ALL):
             shutil.copy(source / ex.filename, folder)
 
 
-# A loop that never ends, written in 01's TODO region: the grader runs only region code of a
-# submission, so a loop at module level would never run.
-HANG = "        k0 = 0\n        while k0 < 1:\n            acc = acc * alpha[:, None]\n"
-
-
-def hang(path):
-    text = path.read_text()
-    line = "        acc = acc * alpha[:, None] + tl.dot(p, v)\n"
-    assert line in text, path
-    path.write_text(text.replace(line, HANG))
-
-
 def make_class(root):
     copy(root / "ada", S)  # the reference solutions: 100
     copy(root / "bob", E)  # untouched skeletons: 0, four traps
@@ -59,7 +48,7 @@ def make_class(root):
     copy(root / "cy", E, ("02",))
     copy(root / "dee", S, ("03",))  # only 03 uploaded
     copy(root / "eve", S)  # hostile: 01's kernel loops forever
-    hang(root / "eve" / "01_flash_attention_core.py")
+    (root / "eve" / catalogue.find("01").filename).write_text(endless_01())
     copy(root / "fay" / "my-upload", S)  # a nested upload (a zipped folder)
     copy(root / "gus", S)  # cancelled with scancel during the Slurm run
     copy(root / "hal", S, ("02",))  # 01 does not parse, 03 untouched
@@ -152,7 +141,7 @@ def time_limit_run():
     (A loop in the region, not time.sleep: a region holds Triton only.)"""
     subs = WORK / "sleeper"
     copy(subs / "ivy", S)
-    hang(subs / "ivy" / "01_flash_attention_core.py")
+    (subs / "ivy" / catalogue.find("01").filename).write_text(endless_01())
     proc = spawn(
         "slurm engine, --time 1 for a student who sleeps",
         "--engine",
