@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # the launcher imports this before it isolates itself: numpy starts threads
+    import numpy as np
 
-Output = dict[str, np.ndarray]
+Output = dict[str, "np.ndarray"]
 
 # The label of a case's second run with its programs in reverse order, and why a kernel must
 # give the same answer there (grader.run.order runs it; the judge names it in a failure).

@@ -110,6 +110,21 @@ def test_a_restricted_process_writes_only_its_scratch_folder(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == ["kept.txt"]
 
 
+@landlock
+def test_a_launcher_started_afresh_isolates_itself(tmp_path):
+    # On a GPU every launcher is a fresh `python -m grader.run.launcher` (the fork server serves
+    # CPU work only). Landlock binds one thread, so restricting fails in a process that has
+    # started a second: numpy's BLAS starts one per core when imported. The launcher's imports
+    # before isolation.enter() must start none (grader.model once imported numpy: every GPU
+    # launcher then exited with "16 threads: restrict before starting any").
+    env = process.child_env(**isolation.launcher_env(tmp_path))
+    done = process.run(
+        process.python("-m", "grader.run.launcher", "1"), cwd=ROOT, env=env, timeout=120
+    )
+    assert "could not be isolated" not in done.output, done.output
+    assert "EOFError" in done.output, done.output  # isolated, then found no job on stdin
+
+
 def test_a_launcher_keeps_everything_it_writes_in_its_scratch_folder(tmp_path):
     env = isolation.launcher_env(tmp_path)
     assert env["KATA_SCRATCH"] == str(tmp_path)
