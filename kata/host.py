@@ -11,6 +11,7 @@ import math
 
 import torch
 import triton
+from triton.runtime.autotuner import Autotuner
 
 from kata import runtime
 
@@ -472,6 +473,243 @@ def launch_moe_dispatch(
     if M == 0:  # no pair: every expert keeps none (an empty tensor has no address to pass)
         counts.zero_()
         offsets.zero_()
+        return counts, offsets, slot, token_of_slot
+    kernel[(E,)](
+        idx,
+        counts,
+        offsets,
+        slot,
+        token_of_slot,
+        M,
+        K,
+        E,
+        capacity,
+        BLOCK=block,
+        BLOCK_E=triton.next_power_of_2(E),
+    )
+    return counts, offsets, slot, token_of_slot
+
+
+# ---- the wrappers' own path: a launch decided once per shape key ----------------------------
+#
+# The launch_* helpers above serve the grader as much as the wrappers: every call goes through
+# the kernel as its file defines it (its autotuner and pruning), because the grader pins each
+# configuration in turn and counts the launches. The run_* functions below serve the solutions'
+# wrappers, which a caller runs in a loop (a decode step every few milliseconds), and there the
+# host's time per call is the cost: each does its checks in a few operations, falling back to
+# the full check above only to raise its message; makes its outputs in one allocation; reads
+# nothing back from the GPU unless asked to; and launches through ``launch_cached``.
+
+_LAUNCHES: dict = {}  # (kernel, key) -> (the Triton function to launch, its keyword arguments)
+_MAX_LAUNCHES = 1024  # keys are shapes: a caller whose shapes never repeat must not grow it forever
+_HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def launch_cached(kernel, key, grid, args: tuple, constexprs: dict) -> None:
+    """``kernel[grid](*args, **constexprs)``, where ``grid(meta)`` maps the launch's keyword
+    arguments (with the configuration's BLOCK_M, say) to the grid.
+
+    ``key`` must hold everything the configuration depends on (the autotuner's key and the
+    dtypes). The first call for a key goes through ``kernel`` as it is, autotuner included, and
+    keeps the configuration the autotuner chose (by timing or, like 05, by pruning to one);
+    later calls launch the Triton function under the autotuner with that configuration. The
+    autotuner's own dispatch (a dict of every argument, its key, the configuration's keywords
+    merged again) is then paid once per key instead of at every call."""
+    found = _LAUNCHES.get((kernel, key))
+    if found is None:
+        kernel[grid](*args, **constexprs)
+        if isinstance(kernel, Autotuner):
+            found = kernel.fn, {**constexprs, **kernel.best_config.all_kwargs()}
+        else:
+            found = kernel, constexprs
+        if len(_LAUNCHES) >= _MAX_LAUNCHES:
+            _LAUNCHES.clear()
+        _LAUNCHES[kernel, key] = found
+        return
+    fn, meta = found
+    fn[grid(meta)](*args, **meta)
+
+
+def _usual_gating_input(logits) -> bool:
+    """True when ``check_gating_input`` would pass ``logits`` and its experts have unit stride:
+    the usual case, told in a few operations (anything else takes the full check)."""
+    return (
+        type(logits) is torch.Tensor
+        and logits.dim() == 2
+        and logits.shape[1] >= 2
+        and logits.is_floating_point()
+        and logits.stride(1) == 1
+        and logits.device.type == runtime.DEVICE
+    )
+
+
+def run_fast_gating(kernel, logits):
+    """``launch_fast_gating`` for a wrapper (05's ``fast_top2_gating``): the same checks and
+    results, the four outputs rows of one (4, M) int32 allocation (the weights read as float32),
+    the launch cached per (E, dtype), which is all 05's configuration depends on."""
+    if not _usual_gating_input(logits):
+        check_gating_input(logits)  # raises its message, or the input is merely strided
+        if logits.stride(1) != 1:
+            logits = logits.contiguous()  # the kernel walks experts with unit stride
+    M, E = logits.shape
+    # One allocation instead of four. A row's start is 16-byte aligned when M is a multiple of 4
+    # (the kernel's stores are then vectorised); other M compile one more specialisation.
+    ints = torch.empty((4, M), dtype=torch.int32, device=logits.device)
+    floats = ints.view(torch.float32)
+    w0, w1, idx0, idx1 = floats[0], floats[1], ints[2], ints[3]
+    if M:
+        launch_cached(
+            kernel,
+            (E, logits.dtype),
+            lambda meta: (triton.cdiv(M, meta["BLOCK_M"]),),
+            (logits, w0, w1, idx0, idx1, M, E, logits.stride(0)),
+            {"BLOCK_E": triton.next_power_of_2(E)},
+        )
+    return w0, w1, idx0, idx1
+
+
+def _usual_fast_attention_inputs(q, k, v) -> bool:
+    """True when ``check_fast_attention_inputs`` would pass q, k, v, told in a few operations for
+    the usual case: contiguous tensors of one fp16/bf16 dtype and one shape, 16-byte aligned
+    (contiguous strides are multiples of D >= 16 elements, so they are aligned too)."""
+    return (
+        type(q) is torch.Tensor
+        and type(k) is torch.Tensor
+        and type(v) is torch.Tensor
+        and q.dtype in _HALF_DTYPES
+        and q.dtype == k.dtype == v.dtype
+        and q.dim() == 4
+        and q.shape == k.shape == v.shape
+        and q.shape[3] in FAST_HEAD_DIMS
+        and q.is_contiguous()
+        and k.is_contiguous()
+        and v.is_contiguous()
+        and not (q.data_ptr() | k.data_ptr() | v.data_ptr()) % FAST_ALIGN_BYTES
+        and q.device == k.device == v.device
+        and q.device.type == runtime.DEVICE
+    )
+
+
+def run_fast_attention(kernel, q, k, v, causal: bool = False):
+    """``launch_fast_attention`` for a wrapper (04's ``fast_attention``, 07's
+    ``fa3_attention``): the same checks and result, the launch cached per (S, D, causal, dtype),
+    the autotuner's key."""
+    if not _usual_fast_attention_inputs(q, k, v):
+        check_fast_attention_inputs(q, k, v)
+    B, H, S, D = q.shape
+    out = torch.empty_like(q)
+    if not out.numel():
+        return out
+    triton.set_allocator(_descriptor_scratch)
+    launch_cached(
+        kernel,
+        (S, D, causal, q.dtype),
+        lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H),
+        (
+            q,
+            k,
+            v,
+            out,
+            *q.stride()[:3],
+            *k.stride()[:3],
+            *v.stride()[:3],
+            *out.stride()[:3],
+            H,
+            S,
+            1.0 / math.sqrt(D),
+        ),
+        {"HEAD_DIM": D, "CAUSAL": causal},
+    )
+    return out
+
+
+_SPLIT_PLANS: dict = {}  # (B, N, D, num_splits, block_n) -> (S, split, BLOCK_S, BLOCK_D)
+
+
+def _split_plan(B: int, N: int, D: int, num_splits, block_n: int) -> tuple:
+    """(S splits, keys per split, BLOCK_S, BLOCK_D) of a decode, worked out once per key: the
+    default split count asks the GPU for its multiprocessor count."""
+    key = (B, N, D, num_splits, block_n)
+    plan = _SPLIT_PLANS.get(key)
+    if plan is None:
+        wanted = default_num_splits(B, N) if num_splits is None else num_splits
+        if int(wanted) < 1:
+            raise ValueError(f"num_splits must be at least 1, got {num_splits}")
+        split = triton.cdiv(triton.cdiv(N, int(wanted)), block_n) * block_n
+        S = triton.cdiv(N, split)
+        plan = (S, split, *split_kv_blocks(S, D))
+        if len(_SPLIT_PLANS) >= _MAX_LAUNCHES:
+            _SPLIT_PLANS.clear()
+        _SPLIT_PLANS[key] = plan
+    return plan
+
+
+def run_split_kv_decoding(
+    partial_kernel,
+    merge_kernel,
+    q,
+    k,
+    v,
+    lengths,
+    num_splits=None,
+    *,
+    block_n: int = 64,
+    check_lengths: bool = True,
+):
+    """``launch_split_kv_partials`` then ``launch_split_kv_merge`` for a wrapper (08's
+    ``split_kv_decoding``): the same checks and results, the split plan kept per shape, the
+    partials and the outputs in one allocation, the merge's check of partials it made itself
+    left out. Returns ``(out, lse)``. ``check_lengths=False`` trusts the lengths: no device sync
+    (see ``check_decode_inputs``)."""
+    group = check_decode_inputs(q, k, v, lengths, values=check_lengths)
+    B, D = q.shape
+    N = k.shape[1]
+    S, split, BLOCK_S, BLOCK_D = _split_plan(B, N, D, num_splits, block_n)
+    q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
+    acc, out, m, l, lse = torch.empty(  # noqa: E741
+        B * (S * D + D + 2 * S + 1), dtype=torch.float32, device=q.device
+    ).split([B * S * D, B * D, B * S, B * S, B])
+    acc, out, m, l = acc.view(B, S, D), out.view(B, D), m.view(B, S), l.view(B, S)  # noqa: E741
+    partial_kernel[(B, S)](
+        q,
+        k,
+        v,
+        lengths,
+        m,
+        l,
+        acc,
+        group,
+        split,
+        D,
+        q.stride(0),
+        k.stride(0),
+        k.stride(1),
+        v.stride(0),
+        v.stride(1),
+        S,
+        S * D,
+        D,
+        1.0 / math.sqrt(D),
+        BLOCK_N=block_n,
+        BLOCK_D=BLOCK_D,
+    )
+    merge_kernel[(B,)](m, l, acc, out, lse, S, D, S, S * D, D, D, BLOCK_S=BLOCK_S, BLOCK_D=BLOCK_D)
+    return out, lse
+
+
+def run_moe_dispatch(kernel, idx, E: int, capacity: int, *, block: int = 256, check_ids=True):
+    """``launch_moe_dispatch`` for a wrapper (09's ``moe_dispatch``): the same checks and
+    results, the four outputs in one int32 allocation. ``check_ids=False`` leaves out the range
+    check of the ids, the one check that waits for the GPU."""
+    check_dispatch_input(idx, E, capacity, check_ids)
+    if idx.dtype != torch.int32 or not idx.is_contiguous():
+        idx = idx.to(torch.int32).contiguous()
+    M, K = idx.shape
+    buf = torch.empty(2 * E + 2 * M * K, dtype=torch.int32, device=idx.device)
+    counts, offsets, slot, token_of_slot = buf.split([E, E, M * K, M * K])
+    slot = slot.view(M, K)
+    if M == 0:  # no pair: every expert keeps none (an empty tensor has no address to pass)
+        buf.zero_()
         return counts, offsets, slot, token_of_slot
     kernel[(E,)](
         idx,

@@ -395,7 +395,7 @@ def fa3_attention(q, k, v, causal=False):
     """softmax(q k^T / sqrt(D)) v like exercise 04's ``fast_attention``, on Hopper only."""
     if runtime.INTERPRETER:
         raise RuntimeError("07 is written in Gluon for Hopper GPUs; the interpreter cannot run it")
-    return host.launch_fast_attention(attention_fwd_kernel, q, k, v, causal=causal)
+    return host.run_fast_attention(attention_fwd_kernel, q, k, v, causal=causal)
 
 
 if __name__ == "__main__":
