@@ -269,7 +269,7 @@ def fast_attention(q, k, v, causal=False):
     D must be one of 16, 32, 64, 128; any S >= 1. The last dimension must be contiguous and the
     other strides multiples of 16 bytes (what a tensor descriptor needs). Returns a tensor like q.
     """
-    return host.launch_fast_attention(attention_fwd_kernel, q, k, v, causal=causal)
+    return host.run_fast_attention(attention_fwd_kernel, q, k, v, causal=causal)
 
 
 if __name__ == "__main__":

@@ -278,7 +278,7 @@ def fast_top2_gating(logits):
 
     Returns ``(w0, w1, idx0, idx1)`` like ``moe_top2_gating`` in exercise 03.
     """
-    return host.launch_fast_gating(moe_top2_gating_fast_kernel, logits)
+    return host.run_fast_gating(moe_top2_gating_fast_kernel, logits)
 
 
 if __name__ == "__main__":

@@ -160,15 +160,23 @@ def split_kv_merge_kernel(
     tl.store(lse_ptr + b, lse)
 
 
-def split_kv_decoding(q, k, v, lengths, num_splits=None, BLOCK_N=64):
+def split_kv_decoding(q, k, v, lengths, num_splits=None, BLOCK_N=64, *, check_lengths=True):
     """Attention of each query row of q (B, D) over the first ``lengths[c]`` keys of its cache
     c = row // (B // C) in k, v (C, N, D), split ``num_splits`` ways along the keys (None: the
     host's choice); returns ``(out, lse)``, float32 (B, D) and (B,). Raises ValueError for a
-    length below 1 or above N."""
-    m, l, acc = host.launch_split_kv_partials(  # noqa: E741
-        split_kv_partial_kernel, q, k, v, lengths, num_splits, block_n=BLOCK_N
+    length below 1 or above N; that check waits for the GPU, and ``check_lengths=False`` (a
+    decoding loop whose lengths are known good) leaves it out."""
+    return host.run_split_kv_decoding(
+        split_kv_partial_kernel,
+        split_kv_merge_kernel,
+        q,
+        k,
+        v,
+        lengths,
+        num_splits,
+        block_n=BLOCK_N,
+        check_lengths=check_lengths,
     )
-    return host.launch_split_kv_merge(split_kv_merge_kernel, m, l, acc)
 
 
 def _averaged(m, l, acc):  # noqa: E741

@@ -116,11 +116,14 @@ def moe_dispatch_kernel(
         tl.store(token_ptr + row, pairs // K, mask=keep)
 
 
-def moe_dispatch(idx, E, capacity, BLOCK=128):
+def moe_dispatch(idx, E, capacity, BLOCK=128, *, check_ids=True):
     """The grouped layout of top-K expert ids ``idx`` (M, K) over E experts, each keeping at
     most ``capacity`` pairs: ``(counts, offsets, slot, token_of_slot)``, int32; the first
-    counts.sum() rows of token_of_slot (M * K rows) are filled."""
-    return host.launch_moe_dispatch(moe_dispatch_kernel, idx, int(E), int(capacity), block=BLOCK)
+    counts.sum() rows of token_of_slot (M * K rows) are filled. The check that every id lies in
+    [0, E) waits for the GPU; ``check_ids=False`` (ids known good) leaves it out."""
+    return host.run_moe_dispatch(
+        moe_dispatch_kernel, idx, int(E), int(capacity), block=BLOCK, check_ids=check_ids
+    )
 
 
 def _layout(right, idx, E: int) -> None:

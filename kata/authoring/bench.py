@@ -32,11 +32,16 @@ from kata import runtime
 # dry run failed ("Cannot call @triton.jit'd outside of the scope of a kernel").
 runtime.configure()
 
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
 from grader.run import timing  # noqa: E402
 from kata import catalogue, host  # noqa: E402
 
 ROUNDS = timing.ROUNDS
 DRY = False  # --dry-run: tiny shapes in the interpreter, to test this script (times meaningless)
+GRAPH_REP_MS = 50  # each round of a CUDA-graph timing: do_bench_cudagraph(rep=GRAPH_REP_MS)
+HOST_CALLS = 200  # calls per round of a host timing
 
 
 def _load(number: str):
@@ -68,6 +73,124 @@ def _time(fns: dict, rounds: int = ROUNDS) -> dict:
             "rounds": [round(x, 5) for x in ms],
         }
     return out
+
+
+def _graph_time(fns: dict, rounds: int = ROUNDS) -> dict:
+    """{name: {"ms", "spread"}} of the GPU's time alone: each round one
+    ``triton.testing.do_bench_cudagraph`` (the calls captured in a CUDA graph and replayed, so
+    no launch waits for the host; the L2 is not flushed), the functions timed in turn."""
+    for fn in fns.values():
+        fn()  # compile / autotune before the capture
+    if DRY:
+        found = {name: [1.0] * rounds for name in fns}
+    else:
+        from triton.testing import do_bench_cudagraph
+
+        found = {name: [] for name in fns}
+        for _ in range(rounds):
+            for name, fn in fns.items():
+                found[name].append(
+                    float(do_bench_cudagraph(fn, rep=GRAPH_REP_MS, return_mode="median"))
+                )
+    return {
+        name: {"ms": statistics.median(ms), "spread": (max(ms) - min(ms)) / statistics.median(ms)}
+        for name, ms in found.items()
+    }
+
+
+def _sync() -> None:
+    if not DRY:
+        torch.cuda.synchronize()
+
+
+def _host_us(fns: dict, calls: int = HOST_CALLS, rounds: int = ROUNDS) -> dict:
+    """{name: host microseconds per call}. How it is measured: ``calls`` calls back to back,
+    their wall time (``time.perf_counter``, the GPU synchronised before and after) divided by
+    ``calls``; the median of ``rounds`` such rounds, the functions taken in turn, after two
+    warm-up calls each (compiling, autotuning, filling the wrappers' caches). The shapes are
+    small enough that a kernel takes less GPU time than its launch takes host time: the GPU
+    waits for the host, and the wall time is the host's. (Were the GPU the bottleneck, the
+    launch queue would fill and the figure would become the GPU's time: the graph-timed
+    figures beside it tell which.)"""
+    if DRY:
+        calls, rounds = 2, 1
+    for fn in fns.values():
+        fn()
+        fn()
+    found = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            _sync()
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            _sync()
+            found[name].append((time.perf_counter() - start) / calls * 1e6)
+    return {name: statistics.median(us) for name, us in found.items()}
+
+
+def _same_size_copy(moved_bytes: int):
+    """A device-to-device fp32 copy that reads and writes ``moved_bytes`` in all: the limit a
+    memory-bound kernel moving that many bytes is held to."""
+    src = torch.empty(max(1, moved_bytes // 8), dtype=torch.float32, device=runtime.DEVICE)
+    dst = torch.empty_like(src)
+    return lambda: dst.copy_(src)
+
+
+# The floor of a wrapper's host time: a bare Triton launch of a kernel that does nothing, on a
+# grid of one program, with the same arguments as the wrapper's launch (the same tensors, ints
+# and constexprs: Triton's launch path binds and specialises each one, so its cost grows with
+# their number). One per launch signature: 05's, 04's (and 07's), 08's two, 09's.
+
+
+@triton.jit
+def _floor_gating(p0, p1, p2, p3, p4, n0, N1: tl.constexpr, n2, C0: tl.constexpr, C1: tl.constexpr):
+    pass
+
+
+@triton.jit
+def _floor_attention(
+    p0, p1, p2, p3, n0, n1, n2, n3, n4, n5, n6, n7, n8, n9, n10, n11, n12, n13, x0,
+    C0: tl.constexpr, C1: tl.constexpr, C2: tl.constexpr, C3: tl.constexpr, C4: tl.constexpr,
+):  # fmt: skip
+    pass
+
+
+@triton.jit
+def _floor_split_partials(
+    p0, p1, p2, p3, p4, p5, p6, n0, n1, n2, n3, n4, n5, n6, n7, n8, n9, n10, x0,
+    C0: tl.constexpr, C1: tl.constexpr,
+):  # fmt: skip
+    pass
+
+
+@triton.jit
+def _floor_split_merge(
+    p0, p1, p2, p3, p4, n0, n1, n2, n3, n4, n5, C0: tl.constexpr, C1: tl.constexpr
+):  # fmt: skip
+    pass
+
+
+@triton.jit
+def _floor_dispatch(p0, p1, p2, p3, p4, n0, n1, n2, n3, C0: tl.constexpr, C1: tl.constexpr):
+    pass
+
+
+def _gating_floor(x, outs):
+    """A bare launch with 05's arguments (``_floor_gating``)."""
+    M, E = x.shape
+    return lambda: _floor_gating[(1,)](
+        x, *outs, M, E, x.stride(0), C0=triton.next_power_of_2(E), C1=16
+    )
+
+
+def _attention_floor(q, k, v, out, causal):
+    """A bare launch with 04's (and 07's) arguments (``_floor_attention``)."""
+    H, S, D = q.shape[1:]
+    strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3])
+    return lambda: _floor_attention[(1,)](
+        q, k, v, out, *strides, H, S, 1.0 / math.sqrt(D), C0=D, C1=causal, C2=128, C3=64, C4=True
+    )
 
 
 def _graded(number: str) -> tuple:
@@ -218,6 +341,27 @@ def _chapter_row() -> dict:
     }
 
 
+ATTENTION_HOST_SHAPE = (1, 8, 128)  # (B, H, S) of the host timings: the GPU waits for the host
+
+
+def _attention_host(fast, fa3, dtype, D: int, causal: bool) -> dict:
+    """Host microseconds per call (``_host_us``) of 04's and 07's wrappers, of SDPA and of a
+    bare launch with their arguments, at ATTENTION_HOST_SHAPE with the row's dtype, D and
+    causality."""
+    B, H, S = (1, 1, 16) if DRY else ATTENTION_HOST_SHAPE
+    q, k, v = (torch.randn(B, H, S, D, device=runtime.DEVICE, dtype=dtype) for _ in range(3))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    fns = {
+        "fast": lambda: fast(q, k, v, causal=causal),
+        "torch": lambda: sdpa(q, k, v, is_causal=causal),
+        "launch_floor": _attention_floor(q, k, v, torch.empty_like(q), causal),
+    }
+    if fa3 is not None:
+        fns["fa3"] = lambda: fa3(q, k, v, causal=causal)
+    found = {f"{name}_host_us_per_call": us for name, us in _host_us(fns).items()}
+    return {"host_shape": {"B": B, "H": H, "S": S}, **found}
+
+
 def attention_rows(quick: bool, graded_only: bool = False) -> list[dict]:
     module04 = _load("04")
     fast = module04.fast_attention
@@ -240,6 +384,7 @@ def attention_rows(quick: bool, graded_only: bool = False) -> list[dict]:
             for base in [b for b in fns if b.startswith("sdpa")]:
                 if f"{name}_ms" in row:
                     row[f"{name}_vs_{base}"] = row[f"{base}_ms"] / row[f"{name}_ms"]
+        row.update(_attention_host(fast, fa3, dtype, D, causal))
         if dt == "bfloat16":
             shape = {"B": B, "H": H, "S": S, "D": D, "causal": causal}
             graded = _as_graded("04", module04.attention_fwd_kernel, shape)
@@ -250,7 +395,9 @@ def attention_rows(quick: bool, graded_only: bool = False) -> list[dict]:
             f"attention {dt:<8} D={D:<3} S={S:<5} causal={causal!s:<5} 04 {row['fast_tflops']:5.0f} TFLOP/s"
             + (f"  07 {row['fa3_tflops']:5.0f}" if "fa3_tflops" in row else "")
             + "".join(f"  {b} {row[b + '_tflops']:4.0f}" for b in fns if b.startswith("sdpa"))
-            + (f"  04/sdpa x{row['fast_vs_sdpa']:.2f}" if "fast_vs_sdpa" in row else ""),
+            + (f"  04/sdpa x{row['fast_vs_sdpa']:.2f}" if "fast_vs_sdpa" in row else "")
+            + f"  host us/call: 04 {row['fast_host_us_per_call']:.1f}, SDPA "
+            f"{row['torch_host_us_per_call']:.1f}, bare launch {row['launch_floor_host_us_per_call']:.1f}",
             flush=True,
         )
         if "as_graded" in row:
@@ -281,6 +428,24 @@ def _gating_outputs(M: int) -> tuple:
     )
 
 
+def _experts() -> tuple:
+    """The expert counts of the gating and decode rows: one in the dry run (the interpreter is
+    slow, and every E takes the same path through this script)."""
+    return EXPERTS[:1] if DRY else EXPERTS
+
+
+def _graph_vs_copy(fns: dict, moved: int) -> dict:
+    """``{name}_graph_ms`` and ``{name}_graph_spread`` of each function and of a copy of the
+    same bytes (``same_size_copy``), all timed under CUDA graphs (``_graph_time``), and
+    ``fast_pct_of_same_size_copy``: the copy's time over 05's, in percent (100: 05 moves its
+    bytes as fast as a copy does)."""
+    row = {}
+    for name, t in _graph_time({**fns, "same_size_copy": _same_size_copy(moved)}).items():
+        row[f"{name}_graph_ms"], row[f"{name}_graph_spread"] = t["ms"], t["spread"]
+    row["fast_pct_of_same_size_copy"] = 100 * row["same_size_copy_graph_ms"] / row["fast_graph_ms"]
+    return row
+
+
 def gating_rows(quick: bool, copy_tbps: float, graded_only: bool = False) -> list[dict]:
     module = _load("05")
     fast, kernel = module.fast_top2_gating, module.moe_top2_gating_fast_kernel
@@ -289,7 +454,7 @@ def gating_rows(quick: bool, copy_tbps: float, graded_only: bool = False) -> lis
     rows = []
     M = 300 if DRY else 2**20
     for dtype in (torch.float32, torch.bfloat16):
-        for E in (128,) if quick or graded_only else EXPERTS:
+        for E in (128,) if quick or graded_only else _experts():
             x = torch.randn(M, E, device=runtime.DEVICE, dtype=dtype)
             if DRY:
                 x = x.float()
@@ -334,6 +499,7 @@ def gating_rows(quick: bool, copy_tbps: float, graded_only: bool = False) -> lis
                 row[f"{name}_tbps"] = moved / t["ms"] / 1e9
             row["fast_config"] = None if DRY else timing.chosen_config(kernel)
             row["fast_pct_of_copy"] = 100 * row["fast_tbps"] / copy_tbps
+            row.update(_graph_vs_copy({"fast": fns["fast"], "torch": fns["torch"]}, moved))
             row["speedup_vs_torch"] = row["torch_ms"] / row["fast_ms"]
             if "chapter_ms" in row:
                 row["speedup_vs_chapter"] = row["chapter_ms"] / row["fast_ms"]
@@ -344,7 +510,8 @@ def gating_rows(quick: bool, copy_tbps: float, graded_only: bool = False) -> lis
             print(
                 f"gating M=1M E={E:<3} {row['dtype']:<8} 05 {row['fast_ms'] * 1e3:6.1f} us "
                 f"({row['fast_tbps']:.2f} TB/s, {row['fast_pct_of_copy']:.0f}% of copy, spread "
-                f"{100 * row['fast_spread']:.1f}%)  "
+                f"{100 * row['fast_spread']:.1f}%; graphed {row['fast_graph_ms'] * 1e3:.1f} us, "
+                f"{row['fast_pct_of_same_size_copy']:.0f}% of a same-size copy)  "
                 + (f"chapter {row['chapter_ms']:.3f} ms  " if "chapter_ms" in row else "")
                 + f"torch {row['torch_ms']:.3f} ms",
                 flush=True,
@@ -356,38 +523,44 @@ def gating_rows(quick: bool, copy_tbps: float, graded_only: bool = False) -> lis
 
 
 def decode_rows() -> list[dict]:
-    """A decode step's batch (DECODE_M tokens), where a launch costs more than the work: the
-    GPU's time (as above) and the host's, per call, of 05 as a caller runs it (outputs made at
-    each call) and of torch."""
-    fast = _load("05").fast_top2_gating
+    """A decode step's batch (DECODE_M tokens), where a launch costs more than the work: per
+    call, the GPU's time eagerly (as above) and under CUDA graphs beside a copy of the same
+    bytes, and the host's time (``_host_us``) of 05 as a caller runs it (``fast_top2_gating``:
+    its checks, its outputs, its launch), of torch, and of a bare launch with 05's arguments
+    (the floor)."""
+    module = _load("05")
+    fast = module.fast_top2_gating
     rows = []
     M = 64 if DRY else DECODE_M
     for dtype in (torch.float32, torch.bfloat16):
-        for E in EXPERTS:
+        for E in _experts():
             x = torch.randn(M, E, device=runtime.DEVICE, dtype=dtype)
             if DRY:
                 x = x.float()
+            moved = M * E * x.element_size() + M * 16
             fns = {"fast": lambda: fast(x), "torch": lambda: _torch_gating(x)}
             row = {"M": M, "E": E, "dtype": str(dtype).removeprefix("torch.")}
             for name, t in _time(fns).items():
                 row[f"{name}_ms"], row[f"{name}_spread"] = t["ms"], t["spread"]
-            for name, fn in fns.items():
-                calls = 10 if DRY else 1000
-                start = time.perf_counter()
-                for _ in range(calls):
-                    fn()
-                if not DRY:
-                    torch.cuda.synchronize()
-                row[f"{name}_host_us_per_call"] = (time.perf_counter() - start) / calls * 1e6
+            row.update(_graph_vs_copy(fns, moved))
+            floor = {"launch_floor": _gating_floor(x, _gating_outputs(M))}
+            for name, us in _host_us({**fns, **floor}).items():
+                row[f"{name}_host_us_per_call"] = us
             row["speedup_vs_torch"] = row["torch_ms"] / row["fast_ms"]
             row["host_speedup_vs_torch"] = (
                 row["torch_host_us_per_call"] / row["fast_host_us_per_call"]
             )
+            row["fast_host_over_launch_floor"] = (
+                row["fast_host_us_per_call"] / row["launch_floor_host_us_per_call"]
+            )
             rows.append(row)
             print(
-                f"decode M={M} E={E:<3} {row['dtype']:<8} 05 {row['fast_ms'] * 1e3:5.1f} us GPU, "
-                f"{row['fast_host_us_per_call']:5.1f} us/call; torch {row['torch_ms'] * 1e3:5.1f} us "
-                f"GPU, {row['torch_host_us_per_call']:5.1f} us/call",
+                f"decode M={M} E={E:<3} {row['dtype']:<8} 05 {row['fast_ms'] * 1e3:5.1f} us GPU "
+                f"({row['fast_graph_ms'] * 1e3:5.1f} graphed), "
+                f"{row['fast_host_us_per_call']:5.1f} us/call host; torch {row['torch_ms'] * 1e3:5.1f} "
+                f"us GPU ({row['torch_graph_ms'] * 1e3:5.1f} graphed), "
+                f"{row['torch_host_us_per_call']:5.1f} us/call; bare launch "
+                f"{row['launch_floor_host_us_per_call']:5.1f} us/call",
                 flush=True,
             )
     return rows
@@ -532,6 +705,112 @@ def dispatch_rows() -> list[dict]:
     return rows
 
 
+def _host_row(wrapper: str, shape: dict, fns: dict) -> dict:
+    row = {"wrapper": wrapper, **shape}
+    for name, us in _host_us(fns).items():
+        row[f"{name}_host_us_per_call"] = us
+    row["fast_host_over_launch_floor"] = (
+        row["fast_host_us_per_call"] / row["launch_floor_host_us_per_call"]
+    )
+    print(
+        f"host {wrapper:<22} {shape}: "
+        + ", ".join(f"{name} {row[name + '_host_us_per_call']:.1f}" for name in fns)
+        + " us/call",
+        flush=True,
+    )
+    return row
+
+
+def host_rows() -> list[dict]:
+    """Host microseconds per call (``_host_us``) of each wrapper of the performance track and
+    the extensions (04, 05, 07 where this GPU runs it, 08, 09), of its torch equivalent and of a
+    bare Triton launch with the same arguments (the floor), on small shapes; for 05 also its
+    parts (its checks, its one allocation), for 08 and 09 also the call with their syncing
+    value checks (``fast_checked``)."""
+    from kata import interfaces
+
+    rows = []
+    B, H, S = (1, 1, 16) if DRY else ATTENTION_HOST_SHAPE
+    q, k, v = (torch.randn(B, H, S, 64, device=runtime.DEVICE, dtype=torch.bfloat16) for _ in "qkv")
+    if DRY:
+        q, k, v = (x.half() for x in (q, k, v))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    floor = _attention_floor(q, k, v, torch.empty_like(q), False)
+    wrappers = [("04 fast_attention", _load("04").fast_attention)]
+    if not DRY and torch.cuda.get_device_capability()[0] == 9:
+        wrappers.append(("07 fa3_attention", _load("07").fa3_attention))
+    for name, fn in wrappers:
+        fns = {
+            "fast": lambda fn=fn: fn(q, k, v),
+            "torch": lambda: sdpa(q, k, v),
+            "launch_floor": floor,
+        }
+        rows.append(_host_row(name, {"B": B, "H": H, "S": S, "D": 64, "dtype": str(q.dtype)}, fns))
+
+    M, E = (64, 8) if DRY else (DECODE_M, 8)
+    x = torch.randn(M, E, device=runtime.DEVICE)
+    fast = _load("05").fast_top2_gating
+    fns = {
+        "fast": lambda: fast(x),
+        "torch": lambda: _torch_gating(x),
+        "launch_floor": _gating_floor(x, _gating_outputs(M)),
+        # 05's parts: the checks it makes on every call, and its one allocation.
+        "checks": lambda: host._usual_gating_input(x),
+        "one_allocation": lambda: torch.empty((4, M), dtype=torch.int32, device=x.device),
+        "four_allocations": lambda: _gating_outputs(M),
+    }
+    rows.append(_host_row("05 fast_top2_gating", {"M": M, "E": E, "dtype": "float32"}, fns))
+
+    module = _load("08")
+    B, H, N, D = (1, 2, 256, 16) if DRY else (1, 32, 4096, 128)
+    shape = {"B": B, "H": H, "N": N, "D": D, "dtype": "bfloat16"}
+    _, sdpa_decode, _, _ = interfaces.get("split-kv-merge").timed(
+        torch, module.split_kv_merge_kernel, shape
+    )
+    q = torch.randn(B * H, D, device=runtime.DEVICE, dtype=torch.bfloat16)
+    kv = [torch.randn(B * H, N, D, device=runtime.DEVICE, dtype=q.dtype) for _ in "kv"]
+    lengths = torch.full((B * H,), N, dtype=torch.int32, device=runtime.DEVICE)
+    decode = module.split_kv_decoding
+    m, l, acc = host.launch_split_kv_partials(  # noqa: E741
+        module.split_kv_partial_kernel, q, *kv, lengths
+    )
+    Sp = m.shape[1]
+    out, lse = torch.empty(B * H, D, device=q.device), torch.empty(B * H, device=q.device)
+    ints = (1, triton.cdiv(N, Sp), D, q.stride(0), *kv[0].stride()[:2], *kv[1].stride()[:2])
+
+    def floor_08():  # two launches, as the wrapper makes
+        _floor_split_partials[(1,)](
+            q, *kv, lengths, m, l, acc, *ints, Sp, Sp * D, D, 0.5, C0=64, C1=max(16, D)
+        )
+        _floor_split_merge[(1,)](m, l, acc, out, lse, Sp, D, Sp, Sp * D, D, D, C0=16, C1=D)
+
+    fns = {
+        "fast": lambda: decode(q, *kv, lengths, check_lengths=False),
+        "fast_checked": lambda: decode(q, *kv, lengths),
+        "torch": sdpa_decode,
+        "launch_floor": floor_08,
+    }
+    rows.append(_host_row("08 split_kv_decoding", shape, fns))
+
+    module = _load("09")
+    M, K, E = (300, 2, 8) if DRY else (4096, 2, 8)
+    capacity = math.ceil(1.25 * M * K / E)
+    idx = torch.rand(M, E, device=runtime.DEVICE).topk(K, dim=-1).indices.int()
+    dispatch = module.moe_dispatch
+    outs = host.dispatch_buffers(M, K, E, idx.device)
+    baseline = interfaces.get("moe-dispatch").baseline
+    fns = {
+        "fast": lambda: dispatch(idx, E, capacity, DISPATCH_BLOCK, check_ids=False),
+        "fast_checked": lambda: dispatch(idx, E, capacity, DISPATCH_BLOCK),
+        "torch": lambda: baseline(torch, idx, E, capacity),
+        "launch_floor": lambda: _floor_dispatch[(1,)](
+            idx, *outs, M, K, E, capacity, C0=DISPATCH_BLOCK, C1=E
+        ),
+    }
+    rows.append(_host_row("09 moe_dispatch", {"M": M, "K": K, "E": E}, fns))
+    return rows
+
+
 def _graded_line(g: dict) -> str:
     return (
         f"    as graded: {g['shape']}  kernel {g['kernel_ms']:.4f} ms ({100 * g['kernel_spread']:.1f}%)"
@@ -653,8 +932,6 @@ def main(argv: list[str] | None = None) -> int:
     if runtime.INTERPRETER and not DRY:
         print("bench: needs a CUDA GPU (the interpreter's timings mean nothing)", file=sys.stderr)
         return 2
-    import triton
-
     data = {
         "gpu": "interpreter" if DRY else torch.cuda.get_device_name(),
         "versions": runtime.versions(),
@@ -662,6 +939,13 @@ def main(argv: list[str] | None = None) -> int:
         "method": f"median of {ROUNDS} rounds of do_bench(warmup={timing.WARMUP_MS}, "
         f"rep={timing.REP_MS}, median), L2 flushed (grader.run.timing.interleaved_ms); "
         "spread = (max - min) / median over the rounds",
+        "graph_method": f"*_graph_ms: median of {ROUNDS} rounds of do_bench_cudagraph("
+        f"rep={GRAPH_REP_MS}, median), no L2 flush: the GPU's time without the host's; "
+        "same_size_copy: an fp32 copy reading and writing the row's bytes, timed the same way",
+        "host_method": f"*_host_us_per_call: median of {ROUNDS} rounds of {HOST_CALLS} calls "
+        "back to back, wall time (GPU synchronised before and after) / calls, after 2 warm-up "
+        "calls, on shapes where the GPU waits for the host; launch_floor: a bare Triton launch "
+        "of an empty kernel with the wrapper's arguments",
         "gpu_state_before": {} if DRY else gpu_state(),
     }
     data["copy"] = copy_bandwidth()
@@ -677,6 +961,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.graded_shapes:
         data["split_kv"] = split_kv_rows(args.quick)
         data["dispatch"] = dispatch_rows()
+        data["host"] = host_rows()
     data["gpu_state_after"] = {} if DRY else gpu_state()
     data["triton"] = triton.__version__
     if not args.no_grader and not DRY:

@@ -1,0 +1,245 @@
+"""The wrappers' host path (kata.host's run_* functions, behind 04, 05, 07, 08 and 09's
+wrappers): the same results and messages as the launch helpers the grader uses, the autotuner
+passed once per shape key, nothing read back from the device; and the bench's dry run, which
+walks every row function of ``nox -s bench`` in the interpreter."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from kata import catalogue, host, runtime
+
+slow = pytest.mark.slow
+
+
+def same(got, want) -> bool:
+    return all(
+        g.dtype == w.dtype and g.shape == w.shape and torch.equal(g, w) for g, w in zip(got, want)
+    )
+
+
+@pytest.fixture
+def no_readback(monkeypatch):
+    """Within ``with no_readback():``, reading a tensor's value on the host raises: on a GPU each
+    of these waits for the device (a sync), which the wrappers' host path must not make."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def guard():
+        with monkeypatch.context() as m:
+            for name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__"):
+
+                def refuse(*args, name=name, **kwargs):
+                    raise AssertionError(f"the host path read a tensor back ({name})")
+
+                m.setattr(torch.Tensor, name, refuse)
+            yield
+
+    return guard
+
+
+GATING = [  # (M, E, dtype): powers of two and not, each logit size, one token, none
+    pytest.param(37, 8, torch.float32, id="37x8-fp32"),
+    pytest.param(20, 60, torch.bfloat16, id="20x60-bf16"),
+    pytest.param(3, 5, torch.float16, id="3x5-fp16"),
+    pytest.param(1, 2, torch.float32, id="1x2-fp32"),
+    pytest.param(0, 6, torch.float32, id="no-tokens"),
+]
+
+
+@pytest.mark.parametrize(("M", "E", "dtype"), GATING)
+def test_gating_wrapper_gives_the_launch_helpers_outputs(solution, randn, M, E, dtype):
+    module = solution("05")
+    logits = randn(M, E, seed=M + E, dtype=dtype)
+    want = host.launch_fast_gating(module.moe_top2_gating_fast_kernel, logits)
+    for _ in range(2):  # the first call per key through the autotuner, the second past it
+        assert same(module.fast_top2_gating(logits), want)
+
+
+def test_gating_wrapper_takes_strided_logits(solution, randn):
+    module = solution("05")
+    for logits in (randn(20, 16, seed=1)[:, ::2], randn(8, 30, seed=2).t(), randn(40, 8)[::2]):
+        want = host.launch_fast_gating(module.moe_top2_gating_fast_kernel, logits)
+        assert same(module.fast_top2_gating(logits), want)
+
+
+def test_gating_wrapper_passes_the_autotuner_once_per_key(solution, randn, monkeypatch):
+    """The autotuner's dispatch runs at the first call of an (E, dtype) and never again, and the
+    cached launch uses the configuration it chose."""
+    kernel = solution("05").moe_top2_gating_fast_kernel
+    fast = solution("05").fast_top2_gating
+    calls = []
+    real = type(kernel).run
+    monkeypatch.setattr(
+        type(kernel), "run", lambda self, *a, **k: calls.append(1) or real(self, *a, **k)
+    )
+    logits = randn(9, 7, seed=3)
+    for dtype in (torch.float32, torch.bfloat16):
+        host._LAUNCHES.pop((kernel, (7, dtype)), None)
+    fast(logits)
+    assert len(calls) == 1
+    fast(logits)
+    fast(randn(33, 7, seed=4))  # another M: the same configuration, another grid
+    assert len(calls) == 1
+    fn, meta = host._LAUNCHES[kernel, (7, torch.float32)]
+    assert fn is kernel.fn and meta["BLOCK_M"] == kernel.best_config.kwargs["BLOCK_M"]
+    fast(randn(9, 7, seed=5, dtype=torch.bfloat16))  # another dtype: another key
+    assert len(calls) == 2
+
+
+def test_gating_outputs_share_one_allocation(solution, randn):
+    w0, w1, idx0, idx1 = solution("05").fast_top2_gating(randn(12, 8))
+    base = w0.untyped_storage().data_ptr()
+    assert all(x.untyped_storage().data_ptr() == base for x in (w1, idx0, idx1))
+    assert all(x.is_contiguous() for x in (w0, w1, idx0, idx1))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param(lambda t: t.numpy(), id="numpy"),
+        pytest.param(lambda t: t.int(), id="int-logits"),
+        pytest.param(lambda t: t[0], id="1-d"),
+        pytest.param(lambda t: t[:, :1], id="one-expert"),
+        pytest.param(lambda t: t[None], id="3-d"),
+    ],
+)
+def test_gating_wrapper_refuses_what_the_launch_helper_refuses(solution, randn, bad):
+    logits = bad(randn(4, 6))
+    with pytest.raises((TypeError, ValueError)) as want:
+        host.launch_fast_gating(solution("05").moe_top2_gating_fast_kernel, logits)
+    with pytest.raises(want.type, match=f"^{re.escape(str(want.value))}$"):
+        solution("05").fast_top2_gating(logits)
+
+
+def test_wrappers_read_nothing_back(solution, randn, no_readback):
+    """05, 04, 08 without its length check and 09 without its id check, after a first call:
+    not one value read back from the device."""
+    logits = randn(16, 8)
+    q, k, v = (randn(1, 2, 32, 16, seed=s, dtype=torch.float16) for s in range(3))
+    dq, dk, dv = randn(4, 16, seed=7), randn(2, 48, 16, seed=8), randn(2, 48, 16, seed=9)
+    lengths = torch.tensor([48, 5], device=runtime.DEVICE)
+    idx = torch.rand(30, 8).topk(2, dim=-1).indices.to(runtime.DEVICE)
+    calls = [
+        lambda: solution("05").fast_top2_gating(logits),
+        lambda: solution("04").fast_attention(q, k, v, causal=True),
+        lambda: solution("08").split_kv_decoding(dq, dk, dv, lengths, 3, 16, check_lengths=False),
+        lambda: solution("09").moe_dispatch(idx, 8, 9, check_ids=False),
+    ]
+    for call in calls:
+        call()
+    with no_readback():
+        for call in calls:
+            call()
+
+
+def test_attention_wrapper_gives_the_launch_helpers_output(solution, randn):
+    module = solution("04")
+    for causal in (False, True):
+        q, k, v = (randn(1, 2, 40, 16, seed=s, dtype=torch.bfloat16) for s in range(3))
+        want = host.launch_fast_attention(module.attention_fwd_kernel, q, k, v, causal=causal)
+        for _ in range(2):
+            assert same([module.fast_attention(q, k, v, causal=causal)], [want])
+    # Strided (the transpose of a (B, S, H, D) tensor) takes the full check, and the same launch.
+    q, k, v = (randn(1, 40, 2, 16, seed=s, dtype=torch.float16).transpose(1, 2) for s in range(3))
+    want = host.launch_fast_attention(module.attention_fwd_kernel, q, k, v)
+    assert same([module.fast_attention(q, k, v)], [want])
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param(lambda x: x.float(), id="fp32"),
+        pytest.param(lambda x: x[0], id="3-d"),
+        pytest.param(lambda x: x[..., :8], id="head-dim-8"),
+        pytest.param(
+            lambda x: torch.cat([x.reshape(-1)[:1], x.reshape(-1)])[1:].view(x.shape),
+            id="misaligned",
+        ),
+        pytest.param(lambda x: x.transpose(2, 3), id="last-dim-strided"),
+    ],
+)
+def test_attention_wrapper_refuses_what_the_launch_helper_refuses(solution, randn, bad):
+    q = randn(1, 2, 32, 16, dtype=torch.float16)
+    args = (bad(q), randn(1, 2, 32, 16, seed=1, dtype=torch.float16), q)
+    with pytest.raises((TypeError, ValueError)) as want:
+        host.launch_fast_attention(solution("04").attention_fwd_kernel, *args)
+    with pytest.raises(want.type) as got:
+        solution("04").fast_attention(*args)
+    assert str(got.value) == str(want.value)
+
+
+def test_split_kv_wrapper_gives_the_launch_helpers_outputs(solution, randn):
+    module = solution("08")
+    q, k, v = randn(6, 24, seed=1), randn(3, 48, 24, seed=2), randn(3, 48, 24, seed=3)
+    lengths = torch.tensor([48, 17, 1], device=runtime.DEVICE)
+    for splits in (None, 3, 1):
+        m, l, acc = host.launch_split_kv_partials(  # noqa: E741
+            module.split_kv_partial_kernel, q, k, v, lengths, splits, block_n=16
+        )
+        want = host.launch_split_kv_merge(module.split_kv_merge_kernel, m, l, acc)
+        assert same(module.split_kv_decoding(q, k, v, lengths, splits, 16), want)
+        got = module.split_kv_decoding(q, k, v, lengths, splits, 16, check_lengths=False)
+        assert same(got, want)
+    with pytest.raises(ValueError, match="num_splits must be at least 1, got 0"):
+        module.split_kv_decoding(q, k, v, lengths, 0, 16)
+
+
+def test_dispatch_wrapper_gives_the_launch_helpers_outputs(solution):
+    module = solution("09")
+    idx = torch.rand(30, 8, generator=torch.Generator().manual_seed(0)).topk(2, dim=-1).indices
+    for ids in (idx, idx[:0], idx.int().t().contiguous().t()):  # int64, empty, int32 strided
+        ids = ids.to(runtime.DEVICE)
+        want = host.launch_moe_dispatch(module.moe_dispatch_kernel, ids, 8, 9, block=128)
+        got = module.moe_dispatch(ids, 8, 9)
+        filled = int(want[0].sum())  # token_of_slot holds counts.sum() rows; the rest is unset
+        assert same(got[:3], want[:3]) and same([got[3][:filled]], [want[3][:filled]])
+        assert got[3].shape == want[3].shape
+    with pytest.raises(ValueError, match=r"idx holds expert ids outside \[0, 8\)"):
+        module.moe_dispatch(idx.to(runtime.DEVICE) + 7, 8, 9)
+
+
+@slow
+def test_the_bench_dry_run_walks_every_row_function(tmp_path):
+    """``python -m kata.authoring.bench --dry-run`` runs every row function on tiny shapes in the
+    interpreter (it failed in gating_rows when Triton was imported before the backend was
+    chosen), and its rows hold the keys the H200 run is read by: GPU time under CUDA graphs
+    beside a same-size copy, and host time per call beside torch's and a bare launch's."""
+    env = {**os.environ, "KATA_DEVICE": "interpreter", "OMP_NUM_THREADS": "1"}
+    env["PYTHONPATH"] = str(catalogue.ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "kata.authoring.bench", "--dry-run", "--no-grader"]
+        + ["--out", str(tmp_path)],
+        cwd=catalogue.ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert (tmp_path / "bench.png").is_file()
+    host_keys = {f"{n}_host_us_per_call" for n in ("fast", "torch", "launch_floor")}
+    for section, keys in {
+        "gating": {"fast_ms", "fast_pct_of_copy", "fast_graph_ms", "same_size_copy_graph_ms"}
+        | {"fast_pct_of_same_size_copy"},
+        "decode": host_keys | {"fast_ms", "fast_graph_ms", "fast_pct_of_same_size_copy"},
+        "attention": host_keys | {"fast_ms", "fast_tflops"},
+        "split_kv": {"decode_ms", "merge_ms"},
+        "dispatch": {"kernel_ms", "agrees_with_torch"},
+        "host": host_keys | {"fast_host_over_launch_floor"},
+    }.items():
+        rows = data[section]
+        assert rows, section
+        for row in rows:
+            assert keys <= set(row), (section, keys - set(row))
+    wrappers = [row["wrapper"] for row in data["host"]]
+    assert wrappers == ["04 fast_attention", "05 fast_top2_gating", "08 split_kv_decoding"] + [
+        "09 moe_dispatch"
+    ]
+    assert all(row["agrees_with_torch"] for row in data["dispatch"])
