@@ -543,20 +543,29 @@ def _usual_gating_input(logits) -> bool:
     )
 
 
+def gating_outputs(M: int, device) -> tuple:
+    """``(w0, w1, idx0, idx1)``, float32, float32, int32, int32, (M,) each: the rows of one
+    allocation. They are padded to a multiple of 4 values, so that each output starts 16-byte
+    aligned like an allocation of its own: Triton specialises a kernel on its pointers'
+    alignment, and every M then shares one compiled kernel."""
+    padded = -(-M // 4) * 4
+    ints = torch.empty((4, padded), dtype=torch.int32, device=device)
+    if padded != M:
+        ints = ints[:, :M]
+    floats = ints.view(torch.float32)
+    return floats[0], floats[1], ints[2], ints[3]
+
+
 def run_fast_gating(kernel, logits):
     """``launch_fast_gating`` for a wrapper (05's ``fast_top2_gating``): the same checks and
-    results, the four outputs rows of one (4, M) int32 allocation (the weights read as float32),
+    results, the four outputs rows of one int32 allocation (the weights read as float32),
     the launch cached per (E, dtype), which is all 05's configuration depends on."""
     if not _usual_gating_input(logits):
         check_gating_input(logits)  # raises its message, or the input is merely strided
         if logits.stride(1) != 1:
             logits = logits.contiguous()  # the kernel walks experts with unit stride
     M, E = logits.shape
-    # One allocation instead of four. A row's start is 16-byte aligned when M is a multiple of 4
-    # (the kernel's stores are then vectorised); other M compile one more specialisation.
-    ints = torch.empty((4, M), dtype=torch.int32, device=logits.device)
-    floats = ints.view(torch.float32)
-    w0, w1, idx0, idx1 = floats[0], floats[1], ints[2], ints[3]
+    w0, w1, idx0, idx1 = gating_outputs(M, logits.device)
     if M:
         launch_cached(
             kernel,
