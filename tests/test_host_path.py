@@ -104,7 +104,7 @@ def test_gating_outputs_share_one_allocation_and_stay_aligned(solution, randn, M
 @pytest.mark.parametrize(
     "bad",
     [
-        pytest.param(lambda t: t.numpy(), id="numpy"),
+        pytest.param(lambda t: t.cpu().numpy(), id="numpy"),
         pytest.param(lambda t: t.int(), id="int-logits"),
         pytest.param(lambda t: t[0], id="1-d"),
         pytest.param(lambda t: t[:, :1], id="one-expert"),
