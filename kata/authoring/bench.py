@@ -356,10 +356,23 @@ def _attention_host(fast, fa3, dtype, D: int, causal: bool) -> dict:
         "torch": lambda: sdpa(q, k, v, is_causal=causal),
         "launch_floor": _attention_floor(q, k, v, torch.empty_like(q), causal),
     }
+    found = {"host_shape": {"B": B, "H": H, "S": S}}
     if fa3 is not None:
         fns["fa3"] = lambda: fa3(q, k, v, causal=causal)
-    found = {f"{name}_host_us_per_call": us for name, us in _host_us(fns).items()}
-    return {"host_shape": {"B": B, "H": H, "S": S}, **found}
+        found.update(_drop_if_failing(fns, "fa3"))
+    found.update({f"{name}_host_us_per_call": us for name, us in _host_us(fns).items()})
+    return found
+
+
+def _drop_if_failing(fns: dict, name: str) -> dict:
+    """Run ``fns[name]`` once; if it raises (07 is a showcase), drop it from ``fns`` and return
+    ``{name}_host_error``, else nothing."""
+    try:
+        fns[name]()
+    except Exception as e:  # noqa: BLE001 (report, carry on)
+        del fns[name]
+        return {f"{name}_host_error": f"{type(e).__name__}: {str(e)[:200]}"}
+    return {}
 
 
 def attention_rows(quick: bool, graded_only: bool = False) -> list[dict]:
@@ -745,7 +758,12 @@ def host_rows() -> list[dict]:
             "torch": lambda: sdpa(q, k, v),
             "launch_floor": floor,
         }
-        rows.append(_host_row(name, {"B": B, "H": H, "S": S, "D": 64, "dtype": str(q.dtype)}, fns))
+        shape = {"B": B, "H": H, "S": S, "D": 64, "dtype": str(q.dtype).removeprefix("torch.")}
+        failed = _drop_if_failing(fns, "fast")
+        if failed:  # 07 is a showcase: its failure is reported, and the rest still measured
+            rows.append({"wrapper": name, **shape, **failed})
+            continue
+        rows.append(_host_row(name, shape, fns))
 
     M, E = (64, 8) if DRY else (DECODE_M, 8)
     x = torch.randn(M, E, device=runtime.DEVICE)
