@@ -79,23 +79,30 @@ def _select(device: str | None) -> str:
     return "cuda"
 
 
-def _warn_old_interpreter() -> None:
-    """Triton's interpreter before 3.9 turns loop bounds into ints in a way numpy >= 2.4
-    rejects ("only 0-dimensional arrays can be converted to Python scalars", triton issue
-    #9171): say so up front instead of failing inside every kernel."""
+def interpreter_fault() -> str | None:
+    """Why Triton's interpreter cannot run here, or None. Triton's interpreter before 3.9 turns
+    loop bounds into ints in a way numpy >= 2.4 rejects ("only 0-dimensional arrays can be
+    converted to Python scalars", triton issue #9171): every kernel with a loop fails."""
     from importlib import metadata
 
     try:
         triton_v = tuple(int(x) for x in metadata.version("triton").split(".")[:2])
         numpy_v = tuple(int(x) for x in metadata.version("numpy").split(".")[:2])
     except (metadata.PackageNotFoundError, ValueError):
-        return
+        return None
     if triton_v < (3, 9) and numpy_v >= (2, 4):
-        print(
-            f"kata: triton {'.'.join(map(str, triton_v))}'s interpreter fails with numpy "
-            f"{'.'.join(map(str, numpy_v))} (triton issue #9171); use triton >= 3.9 or numpy < 2.4",
-            file=sys.stderr,
+        return (
+            f"triton {'.'.join(map(str, triton_v))}'s interpreter fails with numpy "
+            f"{'.'.join(map(str, numpy_v))} (triton issue #9171); use triton >= 3.9 or numpy < 2.4"
         )
+    return None
+
+
+def _warn_old_interpreter() -> None:
+    """Say up front why the interpreter will fail, instead of failing inside every kernel."""
+    fault = interpreter_fault()
+    if fault:
+        print(f"kata: {fault}", file=sys.stderr)
 
 
 def _use_the_kata_environment() -> None:

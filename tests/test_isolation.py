@@ -19,13 +19,18 @@ from pathlib import Path
 import pytest
 
 from grader.run import isolation, process
-from kata import skeletons
+from kata import runtime, skeletons
 from kata.catalogue import ROOT, SOLUTIONS, find
 
 STATE = isolation.state()
 landlock = pytest.mark.skipif(
     not STATE.startswith("landlock"), reason=f"Landlock is not in force here ({STATE})"
 )
+# These grade in the interpreter whatever the machine (its launchers are the fork server's), so
+# they cannot run where it is broken: the GPU image's triton 3.6 with numpy 2.5 (every check
+# ended in error there, 2026-12-06).
+FAULT = runtime.interpreter_fault()
+interpreter = pytest.mark.skipif(FAULT is not None, reason=f"no interpreter here: {FAULT}")
 
 # Run in a launcher's place, with a launcher's environment: restricts itself as the launcher
 # does first (isolation.enter), then tries each way of writing and says how each ended.
@@ -167,6 +172,7 @@ def grade(target: Path, report: Path, numbers: list[str], *args: str) -> dict:
 
 
 @landlock
+@interpreter
 def test_the_solutions_get_full_marks_under_landlock(tmp_path):
     report = grade(SOLUTIONS, tmp_path / "score.json", ["01"])
     assert report["isolation"] == STATE
@@ -174,6 +180,7 @@ def test_the_solutions_get_full_marks_under_landlock(tmp_path):
 
 
 @landlock
+@interpreter
 def test_a_submission_cannot_write_the_repository_from_the_launcher(tmp_path):
     """Both launchers that import the file, the compiler's and the interpreter's (each forked by
     the fork server), are refused; the grading itself is unaffected."""
@@ -299,6 +306,7 @@ def played(tmp_path: Path, mode: str) -> tuple[dict, dict, Path]:
     return json.loads(report.read_text()), said, copies
 
 
+@interpreter
 def test_check_files_rewritten_by_a_launcher_change_no_verdict(tmp_path):
     report, said, copies = played(tmp_path, "after")
     one, two, three = report["exercises"]
@@ -319,3 +327,20 @@ def test_planted_check_files_read_before_grading_would_pass_everything(tmp_path)
     report, _, _ = played(tmp_path, "before")
     two = report["exercises"][1]
     assert two["score"] == two["max_score"], two["checks"]
+
+
+@pytest.mark.parametrize(
+    "triton_v, numpy_v, broken",
+    [("3.6.0", "2.5.2", True), ("3.6.0", "2.3.1", False), ("3.9.0", "2.5.2", False)],
+)
+def test_the_interpreter_fault_is_named_where_triton_and_numpy_disagree(
+    monkeypatch, triton_v, numpy_v, broken
+):
+    from importlib import metadata
+
+    versions = {"triton": triton_v, "numpy": numpy_v}
+    monkeypatch.setattr(metadata, "version", versions.__getitem__)
+    fault = runtime.interpreter_fault()
+    assert (fault is not None) == broken
+    if broken:
+        assert "9171" in fault and "triton 3.6" in fault and "numpy 2.5" in fault
