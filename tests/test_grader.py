@@ -32,7 +32,7 @@ from conftest import endless_01
 
 from grader import model, specs
 from grader.judge import errors
-from grader.kinds.traps import TRAPS
+from grader.kinds import TRAPS
 from grader.report.records import CheckResult, ExerciseResult, edits_outside
 from grader.run import runner
 from grader.validate import cli as validate

@@ -461,7 +461,7 @@ def test_class_page_says_why_each_zero_in_chromium(tmp_path):
 
 def test_every_trap_states_the_invariant_it_breaks():
     """A trap card leads with the invariant that broke: every trap needs one."""
-    from grader.kinds.traps import TRAPS
+    from grader.kinds import TRAPS
 
     assert [t.id for t in TRAPS.values() if not t.invariant] == []
 

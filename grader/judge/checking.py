@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.judge import compare, details, judges
+from grader.judge import details, judges
+from grader.kinds import compare
 from grader.model import REVERSED, Case, Check, GraderError, Output, Trap
 
 

@@ -40,19 +40,14 @@ import math
 
 import numpy as np
 
-from grader.judge import compare
+from grader import kinds
+from grader.kinds import compare
+from grader.kinds.base import MAX_BINS, MAX_TOKENS
+from grader.kinds.base import num as _num
 from grader.model import Case, Output
 from kata import oracles
 
-MAX_BINS = 64  # query-row groups in an attention error profile
-MAX_TOKENS = 32  # tokens in a gating grid
 PROBE_N = 48  # the probe: 48 queries x 48 keys, three 16-key blocks
-
-
-def _num(x: float) -> float | None:
-    """A finite float with 3 significant digits (JSON has no NaN or inf), else None."""
-    x = float(x)
-    return float(f"{x:.3g}") if math.isfinite(x) else None
 
 
 def _error(got: np.ndarray, want: np.ndarray, unwritten: np.ndarray | None = None) -> np.ndarray:
@@ -182,62 +177,16 @@ def _split_kv(judge, case: Case, got: Output) -> dict:
     }
 
 
-def _ints(values, unwritten=None) -> list[int | None]:
-    """Integer outputs for JSON: None where the kernel never wrote."""
-    values = np.asarray(values, np.int64).reshape(-1)
-    mask = np.zeros(values.shape, bool) if unwritten is None else np.asarray(unwritten, bool)
-    return [None if m else int(v) for v, m in zip(values, mask.reshape(-1))]
-
-
-def _dispatch(judge, case: Case, got: Output) -> dict:
-    """09's grouped layout: which experts' counts or offsets are wrong, and which pairs got the
-    wrong row. Outputs only: an expert id of a pair is an input, and is not shown."""
-    want = judge.interface.expected(case)
-    M, K = np.shape(case.inputs["idx"])
-    E = case.params["E"]
-    per_expert = {}
-    bad_experts = np.zeros(E, bool)
-    for key in ("counts", "offsets"):
-        mine = np.asarray(got[key], np.int64)
-        unwritten = got.get(f"{key}.unwritten")
-        wrong = mine != want[key]
-        if unwritten is not None:
-            wrong |= np.asarray(unwritten, bool)
-        bad_experts |= wrong
-        per_expert[key] = {
-            "got": _ints(mine[:MAX_BINS], None if unwritten is None else unwritten[:MAX_BINS]),
-            "expected": _ints(want[key][:MAX_BINS]),
-        }
-    mine = np.asarray(got["slot"], np.int64).reshape(-1)
-    right = np.asarray(want["slot"], np.int64).reshape(-1)
-    wrong = mine != right
-    unwritten = got.get("slot.unwritten")
-    if unwritten is not None:
-        wrong |= np.asarray(unwritten, bool).reshape(-1)
-    pairs = np.flatnonzero(wrong)[:MAX_TOKENS]
-    shown = _ints(mine, unwritten)
-    return {
-        "kind": "dispatch",
-        "case": case.name,
-        "hidden": case.hidden,
-        "shape": {"M": int(M), "K": int(K), "E": int(E)},
-        **per_expert,
-        "bad_experts": int(bad_experts.sum()),
-        "bad_pairs": int(wrong.sum()),
-        "pairs": [int(p) for p in pairs],
-        "slots": [[shown[p], int(right[p])] for p in pairs],
-    }
-
-
 def failure(judge, case: Case, got: Output) -> dict:
     """Where the output of a failing case is wrong, on the output's own shape: each
     interface's outputs have their own figure."""
+    home = kinds.home(judge.interface.name)
+    if home is not None:
+        return home.failure(judge, case, got)
     if "idx0" in got:
         return _gating(judge, case, got)
     if "lse" in got:
         return _split_kv(judge, case, got)
-    if "token_of_slot" in got:
-        return _dispatch(judge, case, got)
     if "out" in got:
         return _attention(judge, case, got)
     raise KeyError(f"no figure for outputs {sorted(got)}")

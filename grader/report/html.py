@@ -18,11 +18,11 @@ from pathlib import Path
 import jinja2
 
 from grader.judge import errors
-from grader.kinds.traps import TRAPS
+from grader.kinds import TRAPS
 from grader.report import cards as cards_text
 from grader.report import svg
 from grader.report.records import CheckResult, ExerciseResult, Report, edits_outside
-from kata import commands, interfaces
+from kata import commands, kinds
 from kata.catalogue import find
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -52,11 +52,10 @@ def tolerance(ex: ExerciseResult, check: CheckResult) -> str:
     if (check.details or {}).get("exact"):
         return "exact indices"
     try:
-        interface = interfaces.get(find(ex.id).interface)
+        interface = kinds.get(find(ex.id).interface)
     except KeyError:
         return ""
-    key = "w0" if "w0" in interface.outputs else "out"
-    atol, rtol = interface.tolerance(key, None)
+    atol, rtol = interface.tolerance(interface.outputs[0], None)  # the first output's
     return f"atol {atol:.0e}, rtol {rtol:.0e}"
 
 

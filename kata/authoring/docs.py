@@ -27,7 +27,7 @@ import textwrap
 from pathlib import Path
 
 from grader import specs
-from grader.kinds.traps import TRAPS
+from grader.kinds import TRAPS
 from grader.model import Check, Trap
 from kata.authoring import bench_docs
 from kata.catalogue import ALL_EXERCISES, ROOT, Exercise
