@@ -187,7 +187,6 @@ NOT_YET_HOME = {
     "gating",
     "tiled-gating",
     "bhsd-attention",
-    "split-kv-merge",
 }
 
 

@@ -11,9 +11,9 @@ import torch
 from conftest import run_examples
 
 from grader import specs
-from grader.kinds import base, compare, traps
+from grader.kinds import base, compare
+from grader.kinds.split_kv_merge import boundary, inputs, traps
 from grader.model import Case
-from grader.specs import boundary, inputs
 from kata import host, kinds, oracles, runtime
 from kata.catalogue import SOLUTIONS, find
 

@@ -43,21 +43,12 @@ import numpy as np
 from grader import kinds
 from grader.kinds import compare
 from grader.kinds.base import MAX_BINS, MAX_TOKENS
+from grader.kinds.base import error as _error
 from grader.kinds.base import num as _num
 from grader.model import Case, Output
 from kata import oracles
 
 PROBE_N = 48  # the probe: 48 queries x 48 keys, three 16-key blocks
-
-
-def _error(got: np.ndarray, want: np.ndarray, unwritten: np.ndarray | None = None) -> np.ndarray:
-    """|got - want| in float64; NaN, inf and unwritten elements become inf."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.abs(np.asarray(got, np.float64) - np.asarray(want, np.float64))
-    err[~np.isfinite(err)] = np.inf
-    if unwritten is not None:
-        err[np.asarray(unwritten, bool).reshape(err.shape)] = np.inf
-    return err
 
 
 def max_error(judge, case: Case, got: Output) -> dict:
@@ -157,26 +148,6 @@ def _gating(judge, case: Case, got: Output) -> dict:
     }
 
 
-def _split_kv(judge, case: Case, got: Output) -> dict:
-    """08's merge: which rows are wrong, in out or in lse, and by how much (no picture yet)."""
-    want = judge.interface.expected(case)
-    err = _error(got["out"], want["out"], got.get("out.unwritten")).max(axis=1)
-    err = np.maximum(err, _error(got["lse"], want["lse"], got.get("lse.unwritten")))
-    tol = judge.interface.tolerance("out", case.dtype)
-    bad = compare.bad_mask(got["out"], want["out"], tol).any(axis=1)
-    bad |= compare.bad_mask(got["lse"], want["lse"], judge.interface.tolerance("lse", case.dtype))
-    B, S, D = case.inputs["acc"].shape
-    return {
-        "kind": "split-kv",
-        "case": case.name,
-        "hidden": case.hidden,
-        "shape": {"B": B, "S": case.params.get("NUM_SPLITS", S), "D": D},
-        "bad_rows": int(bad.sum()),
-        "rows": B,
-        "row_error": [_num(e) for e in err[:MAX_BINS]],
-    }
-
-
 def failure(judge, case: Case, got: Output) -> dict:
     """Where the output of a failing case is wrong, on the output's own shape: each
     interface's outputs have their own figure."""
@@ -185,8 +156,6 @@ def failure(judge, case: Case, got: Output) -> dict:
         return home.failure(judge, case, got)
     if "idx0" in got:
         return _gating(judge, case, got)
-    if "lse" in got:
-        return _split_kv(judge, case, got)
     if "out" in got:
         return _attention(judge, case, got)
     raise KeyError(f"no figure for outputs {sorted(got)}")

@@ -11,27 +11,10 @@ import numpy as np
 
 from grader import kinds
 from grader.kinds import compare
-from grader.kinds.base import Blocked, Judge, TwinJudge
+from grader.kinds.base import Blocked, Judge, OutputJudge, TwinJudge
 from grader.model import Case, Output
 from kata import oracles
 from kata.kinds.base import Interface
-
-
-class OutputJudge(Judge):
-    """Every output close to the oracle; (B, H, S, D) outputs are compared as rows of D."""
-
-    keys = ("out",)
-
-    def evidence(self, case, got):
-        want = self.expected(case, got)["out"]
-        d = want.shape[-1]
-        unwritten = got.get("out.unwritten")
-        return compare.matrix_evidence(
-            got["out"].reshape(-1, d),
-            want.reshape(-1, d),
-            self.tol("out", case),
-            None if unwritten is None else unwritten.reshape(-1, d),
-        )
 
 
 def index_evidence(case: Case, got: Output) -> str | None:
@@ -157,34 +140,11 @@ class ChosenWeightsJudge(WeightsJudge):
         return (i0 >= 0) & (i0 < E) & (i1 >= 0) & (i1 < E)
 
 
-class LseJudge(Judge):
-    """08's log-sum-exp: one value per row, close to the oracle's."""
-
-    keys = ("lse",)
-
-    def evidence(self, case, got):
-        want = self.expected(case, got)["lse"]
-        unwritten = got.get("lse.unwritten")
-        never = compare.unwritten_evidence(unwritten, len(want), "row")
-        if never and unwritten.all():
-            return f"lse: {never}"
-        bad = compare.bad_mask(got["lse"], want, self.tol("lse", case))
-        if not bad.any():
-            return None
-        r = int(np.flatnonzero(bad)[0])
-        extra = " (never written)" if unwritten is not None and unwritten[r] else ""
-        return (
-            f"lse wrong for {int(bad.sum())} of {bad.size} rows; first at row {r}: "
-            f"got {got['lse'][r]:.6g}, expected {want[r]:.6g}{extra}"
-        )
-
-
 JUDGES = {
     "output": OutputJudge,
     "top2": Top2Judge,
     "weights": WeightsJudge,
     "chosen-weights": ChosenWeightsJudge,
-    "lse": LseJudge,
     "twin": TwinJudge,
 }
 

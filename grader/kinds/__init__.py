@@ -15,6 +15,7 @@ import importlib
 
 # fmt: off
 KINDS = {
+    "split-kv-merge": "grader.kinds.split_kv_merge",
     "moe-dispatch": "grader.kinds.moe_dispatch",
 }
 # fmt: on

@@ -24,6 +24,16 @@ def num(x: float) -> float | None:
     return float(f"{x:.3g}") if math.isfinite(x) else None
 
 
+def error(got: np.ndarray, want: np.ndarray, unwritten: np.ndarray | None = None) -> np.ndarray:
+    """|got - want| in float64; NaN, inf and unwritten elements become inf."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(np.asarray(got, np.float64) - np.asarray(want, np.float64))
+    err[~np.isfinite(err)] = np.inf
+    if unwritten is not None:
+        err[np.asarray(unwritten, bool).reshape(err.shape)] = np.inf
+    return err
+
+
 def rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed)
 
@@ -51,6 +61,23 @@ class Judge:
 
     def evidence(self, case: Case, got: Output) -> str | None:
         raise NotImplementedError
+
+
+class OutputJudge(Judge):
+    """Every output close to the oracle; (B, H, S, D) outputs are compared as rows of D."""
+
+    keys = ("out",)
+
+    def evidence(self, case, got):
+        want = self.expected(case, got)["out"]
+        d = want.shape[-1]
+        unwritten = got.get("out.unwritten")
+        return compare.matrix_evidence(
+            got["out"].reshape(-1, d),
+            want.reshape(-1, d),
+            self.tol("out", case),
+            None if unwritten is None else unwritten.reshape(-1, d),
+        )
 
 
 class TwinJudge(Judge):
