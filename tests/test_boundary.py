@@ -1,5 +1,5 @@
-"""The generator of boundary cases (grader/specs/boundary.py): the classes it derives for a tile set
-(residues modulo the tiles, M != N both ways, windows whose edge lies apart from the diagonal
+"""The generators of boundary cases (grader/kinds/*/boundary.py): the classes they derive for a
+tile set (residues modulo the tiles, M != N both ways, windows whose edge lies apart from the diagonal
 and crosses three key tiles under 32-row blocks and five under query blocks over more than two
 key tiles, windows no wider than a key tile under taller blocks, WINDOW >= N with M > N,
 creeping maxima, logits out of exp's range, CAPACITY = 0), and the hidden specs that must draw
@@ -12,6 +12,7 @@ import pytest
 
 from grader import specs
 from grader.kinds import base
+from grader.kinds.gating import boundary as gating_boundary
 from grader.kinds.moe_dispatch import boundary as dispatch_boundary
 from grader.specs import boundary
 from kata import oracles
@@ -116,10 +117,10 @@ def test_maxima_creep_by_a_thousandth_per_key_tile():
     assert np.exp(-steps).min() > 0.99  # alpha: a rescale skipped near 1 is skipped here
 
 
-@pytest.mark.parametrize("E", [2, *boundary.experts(8)])
+@pytest.mark.parametrize("E", [2, *gating_boundary.experts(8)])
 def test_extreme_logits_leave_exps_range(E):
     kinds = ("high", "low", "mixed", "tie-high", "tie-low")
-    x = boundary.extremes(3, 10, E, kinds).inputs["logits"].astype(np.float64)
+    x = gating_boundary.extremes(3, 10, E, kinds).inputs["logits"].astype(np.float64)
     high, low, mixed, tie_high, tie_low = (x[i :: len(kinds)] for i in range(len(kinds)))
     assert (high > 88).all() and (low < -100).all()
     assert ((mixed > 88).any(axis=1) & (mixed < -100).any(axis=1)).all()
@@ -131,7 +132,7 @@ def test_extreme_logits_leave_exps_range(E):
 
 
 def test_experts_are_not_powers_of_two():
-    assert all(E & (E - 1) for E in boundary.experts(8))
+    assert all(E & (E - 1) for E in gating_boundary.experts(8))
 
 
 # ---- the hidden specs draw their cases from the generator ----------------------------------

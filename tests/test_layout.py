@@ -184,8 +184,6 @@ PENDING = {"kata/host.py", "kata/authoring/bench.py", "kata/authoring/bench_docs
 NOT_YET_HOME = {
     "attention",
     "window-attention",
-    "gating",
-    "tiled-gating",
     "bhsd-attention",
 }
 

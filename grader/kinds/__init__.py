@@ -12,14 +12,39 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 
 # fmt: off
 KINDS = {
+    "gating": "grader.kinds.gating",
+    "tiled-gating": "grader.kinds.tiled_gating",
     "split-kv-merge": "grader.kinds.split_kv_merge",
     "moe-dispatch": "grader.kinds.moe_dispatch",
 }
 # fmt: on
-LEGACY = "grader.kinds.traps"  # the traps of the kinds not yet in a home of their own
+LEGACY = "grader.kinds.traps"  # TRAPS_OF: the traps of the kinds not yet in a home of their own
+# The catalogue's order (docs/traps.md lists the traps so).
+ORDER = (
+    "attention", "gating", "bhsd-attention", "tiled-gating", "window-attention",
+    "split-kv-merge", "moe-dispatch",
+)  # fmt: skip
+
+
+# The pictures of the kinds not yet in a home of their own.
+PICTURES = {
+    "attention": "grader.kinds.attention",
+    "window-attention": "grader.kinds.attention",
+    "bhsd-attention": "grader.kinds.attention",
+}
+
+
+def pictures(name: str):
+    """The module that draws the kind's pictures for the HTML report, or None: imported only
+    by the report, which needs markupsafe."""
+    module = KINDS.get(name) or PICTURES.get(name)
+    if module is None or importlib.util.find_spec(f"{module}.pictures") is None:
+        return None
+    return importlib.import_module(f"{module}.pictures")
 
 
 def home(name: str):
@@ -31,8 +56,9 @@ def home(name: str):
 @functools.cache
 def _traps() -> dict:
     found = {}
-    for module in (LEGACY, *KINDS.values()):
-        found.update((t.id, t) for t in importlib.import_module(module).TRAPS)
+    legacy = importlib.import_module(LEGACY).TRAPS_OF
+    for name in ORDER:
+        found.update((t.id, t) for t in (home(name).TRAPS if name in KINDS else legacy[name]))
     return found
 
 

@@ -38,6 +38,23 @@ def rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
+def f32(**arrays) -> dict[str, np.ndarray]:
+    return {name: np.asarray(a, np.float32) for name, a in arrays.items()}
+
+
+def round_to(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 values exactly representable in float16 / bfloat16, so that the device's cast
+    loses nothing and the float64 oracle sees the very numbers the kernel reads."""
+    x = np.asarray(values, np.float32)
+    if dtype == "float16":
+        return x.astype(np.float16).astype(np.float32)
+    if dtype == "bfloat16":  # round to nearest even on the upper 16 bits
+        bits = x.view(np.uint32).astype(np.uint64)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        return bits.astype(np.uint32).view(np.float32)
+    return x
+
+
 # ---- judges ------------------------------------------------------------------------------------
 
 
@@ -47,6 +64,9 @@ class Blocked(Exception):
 
 class Judge:
     keys: tuple[str, ...] = ()
+    # Whether the output's distance from the right answer is a figure of the check (a twin
+    # judge compares with the kernel's own output, not with the right answer).
+    measured = True
 
     def __init__(self, interface: Interface):
         self.interface = interface
@@ -61,6 +81,11 @@ class Judge:
 
     def evidence(self, case: Case, got: Output) -> str | None:
         raise NotImplementedError
+
+    def judge(self, case: Case, got: Output, submission) -> str | None:
+        """The evidence against ``got``, the kernel's output on ``case`` (``submission`` gives
+        its outputs on other cases)."""
+        return self.evidence(case, got)
 
 
 class OutputJudge(Judge):
@@ -84,6 +109,11 @@ class TwinJudge(Judge):
     """For notes on given code (strides, dtypes): the kernel's outputs on a case must equal its
     own outputs on the case's twin, the same numbers in a plain layout. Whether those are right
     is the TODO checks' business, so a note never charges a TODO."""
+
+    measured = False
+
+    def judge(self, case, got, submission):
+        return self.evidence(case, got, submission.output(case.twin))
 
     def evidence(self, case, got, twin: Output | None = None):
         for key in self.interface.outputs:

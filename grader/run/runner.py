@@ -376,6 +376,8 @@ def prepare() -> None:
             pages = html.environment()
             for name in html.SOURCES:  # compiled from memory: imports what drawing imports
                 pages.get_template(name)
+            for name in (*kinds.KINDS, *kinds.PICTURES):  # what drawing a kind imports
+                kinds.pictures(name)
         # What reading a launcher's records imports (an .npz's member names are cp437).
         launcher.receive(io.BytesIO(_sample_record()))
         stub = plugin.KataPlugin(_NoChecks(), Launch())

@@ -10,13 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def rng(seed: int) -> np.random.Generator:
-    return np.random.default_rng(seed)
-
-
-def _f32(**arrays) -> dict[str, np.ndarray]:
-    return {name: np.asarray(a, np.float32) for name, a in arrays.items()}
+from grader.kinds.base import f32, rng, round_to
 
 
 def qkv(seed, M, N, D, dtype=np.float32, magnitude=1.0):
@@ -35,7 +29,7 @@ def _with_scores(seed, M, N, D, shift_q, shift_k):
     k = 0.5 * r.standard_normal((N, D))
     q[:, 0] = shift_q
     k[:, 0] = np.asarray(shift_k) * np.sqrt(D)  # the kernel multiplies by 1/sqrt(D)
-    return _f32(q=q, k=k, v=r.standard_normal((N, D)))
+    return f32(q=q, k=k, v=r.standard_normal((N, D)))
 
 
 def growing(seed, M, N, D, block_n):
@@ -72,71 +66,13 @@ def creeping(seed, M, N, D, block_n, step=1e-3):
     peaks = np.minimum(starts + r.integers(0, block_n, len(starts)), N - 1)
     k[peaks, 1:] = 0.0  # a peak's score is its first coordinate's alone (over sqrt(D))
     k[peaks, 0] = (2.0 + step * np.arange(len(starts))) * np.sqrt(D)
-    return _f32(q=q, k=k, v=3.0 + r.standard_normal((N, D)))
+    return f32(q=q, k=k, v=3.0 + r.standard_normal((N, D)))
 
 
 def future_high(seed, M, N, D, slope=8.0):
     """Scores climb by ``slope`` per key position, for every row: inside one 16-key tile, the
     future keys of a row score up to 120 above its own key, the visible ones well below."""
     return _with_scores(seed, M, N, D, np.ones(M), slope * np.arange(N))
-
-
-def logits(seed, M, E, shift=0.0, scale=1.0):
-    return {"logits": (rng(seed).standard_normal((M, E)) * scale + shift).astype(np.float32)}
-
-
-def dominant(seed, M, E, gap=200.0, shift=-8.0):
-    """One logit per token beats the rest by ``gap``: in float32 the other probabilities all
-    underflow to 0. Half the tokens have it at expert 0, the rest at a random expert; the other
-    logits sit around ``shift`` (below 0)."""
-    r = rng(seed)
-    x = r.standard_normal((M, E)) + shift
-    top = np.where(np.arange(M) % 2 == 0, 0, r.integers(0, E, M))
-    x[np.arange(M), top] = x.max(axis=1) + gap
-    return _f32(logits=x)
-
-
-def extremes(seed, M, E, kinds=("high", "low", "mixed"), high=100.0, low=-120.0):
-    """Logits beyond float32's exp range, token by token in turn through ``kinds``: "high" (all
-    near ``high``, where exp overflows past 88.7), "low" (all near ``low``, where exp underflows
-    below -103), "mixed" (both in one row, half the experts high), "tie-high" and "tie-low"
-    (every expert exactly at ``high`` or ``low``). Shifting a row changes no probability: only a
-    softmax that subtracts the row's maximum before exp() gets them."""
-    r = rng(seed)
-    noise = r.standard_normal((M, E))
-    x = np.empty((M, E))
-    for t in range(M):
-        kind = kinds[t % len(kinds)]
-        if kind == "mixed":
-            up = r.permutation(E) < max(1, E // 2)
-            x[t] = np.where(up, high, low) + noise[t]
-        elif kind.startswith("tie"):
-            x[t] = high if kind == "tie-high" else low
-        else:
-            x[t] = (high if kind == "high" else low) + noise[t]
-    return _f32(logits=x)
-
-
-def ties(E):
-    """All-zero rows (every expert ties) and rows where two experts share the maximum."""
-    rows = np.zeros((6, E), dtype=np.float32)
-    rows[3:, :] = rng(E).standard_normal((3, E)).astype(np.float32)
-    for r, (a, b) in zip(range(3, 6), ((0, 1), (1, E - 1), (E - 2, 0))):
-        rows[r, a] = rows[r, b] = rows[r].max() + 1.0
-    return {"logits": rows}
-
-
-def round_to(values: np.ndarray, dtype: str) -> np.ndarray:
-    """float32 values exactly representable in float16 / bfloat16, so that the device's cast
-    loses nothing and the float64 oracle sees the very numbers the kernel reads."""
-    x = np.asarray(values, np.float32)
-    if dtype == "float16":
-        return x.astype(np.float16).astype(np.float32)
-    if dtype == "bfloat16":  # round to nearest even on the upper 16 bits
-        bits = x.view(np.uint32).astype(np.uint64)
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-        return bits.astype(np.uint32).view(np.float32)
-    return x
 
 
 def bhsd(seed, B, H, S, D, dtype):
