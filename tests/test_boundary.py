@@ -12,9 +12,9 @@ import pytest
 
 from grader import specs
 from grader.kinds import base
+from grader.kinds.attention import boundary
 from grader.kinds.gating import boundary as gating_boundary
 from grader.kinds.moe_dispatch import boundary as dispatch_boundary
-from grader.specs import boundary
 from kata import oracles
 from kata.catalogue import find
 

@@ -181,11 +181,7 @@ def test_the_loop_finder_sees_a_kind_that_imports_the_judge_stage_back():
 # and the bench's tables.
 PENDING = {"kata/host.py", "kata/authoring/bench.py", "kata/authoring/bench_docs.py"}
 # Kinds whose parts still live in the shared modules (strict: the marker goes when they move).
-NOT_YET_HOME = {
-    "attention",
-    "window-attention",
-    "bhsd-attention",
-}
+NOT_YET_HOME: set[str] = set()
 
 
 def code_words(path) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from grader import kinds
 from grader.judge import details, judges
 from grader.kinds import compare
 from grader.kinds.base import Blocked, Judge
@@ -185,7 +186,7 @@ def _failure_figures(check: Check, submission, judge, case: Case, got: Output) -
     if check.todo not in shown:
         probe = submission.probe()
         if probe is not None:
-            found["probe"] = details.probe_details(*probe)
+            found["probe"] = kinds.home(judge.interface.name).probe_details(*probe)
             shown.add(check.todo)
     return found
 

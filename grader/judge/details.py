@@ -36,19 +36,12 @@ Shapes (all numbers finite or null; null means NaN, inf or never written):
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from grader import kinds
-from grader.kinds import compare
-from grader.kinds.base import MAX_BINS
 from grader.kinds.base import error as _error
 from grader.kinds.base import num as _num
 from grader.model import Case, Output
-from kata import oracles
-
-PROBE_N = 48  # the probe: 48 queries x 48 keys, three 16-key blocks
 
 
 def max_error(judge, case: Case, got: Output) -> dict:
@@ -74,111 +67,7 @@ def merge(figures: list[dict]) -> dict:
     return {"max_error": worst, "tolerance": figures[0]["tolerance"]}
 
 
-def _attention(judge, case: Case, got: Output) -> dict:
-    want = judge.expected(case, got)["out"]
-    out = got["out"]
-    err = _error(out, want, got.get("out.unwritten"))
-    if out.ndim == 4:  # (B, H, S, D): the profile is over S, worst over batch and heads
-        B, H, S, D = out.shape
-        shape = {"B": B, "H": H, "S": S, "D": D}
-        per_row = err.max(axis=(0, 1, 3))
-        N = S
-    else:
-        M, D = out.shape
-        N = len(case.inputs["k"])
-        shape = {"M": M, "N": N, "D": D}
-        per_row = err.max(axis=1)
-    rows = len(per_row)
-    step = max(1, math.ceil(rows / MAX_BINS))
-    bins = [float(per_row[i : i + step].max()) for i in range(0, rows, step)]
-    bad = compare.bad_mask(out, want, judge.tol("out", case))
-    return {
-        "kind": "attention",
-        "case": case.name,
-        "hidden": case.hidden,
-        "shape": shape,
-        "block_m": case.block_m,
-        "block_n": case.block_n,
-        "causal": case.causal,
-        "bad_values": int(bad.sum()),
-        "values": int(bad.size),
-        "rows": rows,
-        "row_step": step,
-        "row_error": [_num(b) for b in bins],
-        "keys": N,
-    }
-
-
 def failure(judge, case: Case, got: Output) -> dict:
-    """Where the output of a failing case is wrong, on the output's own shape: each
-    interface's outputs have their own figure."""
-    home = kinds.home(judge.interface.name)
-    if home is not None:
-        return home.failure(judge, case, got)
-    if "out" in got:
-        return _attention(judge, case, got)
-    raise KeyError(f"no figure for outputs {sorted(got)}")
-
-
-# ---- the probe: the attention weights a 2-D attention kernel gives, key by key ----------------
-
-
-def probe_case(causal: bool) -> Case:
-    """v = identity, so out = the attention matrix itself: row i, column j is the weight query
-    i gave key j. Scores rise by ~3 per 16-key block, so every block raises the running
-    maximum (a missing rescale shows in every row), and future keys score highest (a missing
-    causal mask shows at once). A public, fixed input: nothing of a check's inputs."""
-    rng = np.random.default_rng(2113)
-    n = PROBE_N
-    q = 0.5 * rng.standard_normal((n, n))
-    k = 0.5 * rng.standard_normal((n, n))
-    q[:, 0] = 1.0
-    k[:, 0] = 3.0 * (np.arange(n) // 16) * math.sqrt(n)
-    inputs = {
-        "q": q.astype(np.float32),
-        "k": k.astype(np.float32),
-        "v": np.eye(n, dtype=np.float32),
-    }
-    return Case(
-        name="__probe__",
-        about="the picture's probe: v = identity",
-        inputs=inputs,
-        causal=causal,
-        hidden=False,
-    )
-
-
-LEVELS = 9  # probe errors: "." within tolerance, "1".."9" on a log scale, "x" NaN/inf/unwritten
-
-
-def probe_details(case: Case, got: Output) -> dict:
-    """``{"rows", "keys", "block_m", "block_n", "causal", "tolerance", "max_error", "levels"}``:
-    ``levels`` holds one string per query row, one character per key: how wrong the weight
-    that query gave that key is. "." is within the tolerance, "1" to "9" climb on a log scale
-    from the tolerance to ``max_error``, "x" is NaN, inf or never written. A text heatmap:
-    small in the JSON, and readable there too."""
-    want = oracles.attention(*(case.inputs[n] for n in "qkv"), causal=case.causal)
-    err = _error(got["out"], want, got.get("out.unwritten"))
-    tol = 1e-4  # the interface's atol for attention outputs
-    finite = err[np.isfinite(err)]
-    top = max(float(finite.max()) if finite.size else tol, tol * 10)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scaled = np.log(np.maximum(err, tol) / tol) / np.log(top / tol)
-    level = np.clip(np.ceil(scaled * LEVELS), 1, LEVELS).astype(int)
-    rows = []
-    for i in range(err.shape[0]):
-        chars = [
-            "x" if not np.isfinite(e) else "." if e <= tol else str(level[i, j])
-            for j, e in enumerate(err[i])
-        ]
-        rows.append("".join(chars))
-    return {
-        "rows": int(err.shape[0]),
-        "keys": int(err.shape[1]),
-        "block_m": case.block_m,
-        "block_n": case.block_n,
-        "causal": case.causal,
-        "tolerance": tol,
-        "max_error": _num(finite.max()) if finite.size else None,
-        "levels": rows,
-    }
+    """Where the output of a failing case is wrong, on the output's own shape: each kind's
+    figure (``grader/kinds/<kind>/figures.py``)."""
+    return kinds.home(judge.interface.name).failure(judge, case, got)

@@ -26,15 +26,19 @@ DIST = ROOT / "dist"
 # modules beside the student's (the case generators for hidden checks, the Gradescope entry
 # point, the docs generator).
 INSTRUCTOR_STAGES = {"classroom", "validate"}
-INSTRUCTOR_TOOLS = {"grader/specs/boundary.py", "grader/autograder.py", "kata/authoring/docs.py"}
+INSTRUCTOR_TOOLS = {"grader/autograder.py", "kata/authoring/docs.py"}
 INSTRUCTOR_DOCS = {"instructors.md", "bench_h200.json", "mutants.md"}  # not for the student handout
 
 
 def instructors_only(relative: Path) -> bool:
     """The one rule of the handout: hidden checks, galleries and instructor tools stay out."""
     parts = relative.parts
-    if relative.as_posix() in INSTRUCTOR_TOOLS or relative.match("grader/kinds/*/boundary.py"):
-        return True  # a kind's boundary classes say where the hidden cases sit
+    if (
+        relative.as_posix() in INSTRUCTOR_TOOLS
+        or relative.match("grader/kinds/*/boundary.py")
+        or relative.match("grader/kinds/*/hidden.py")
+    ):
+        return True  # a kind's boundary classes and hidden cases say where the hidden cases sit
     if parts[0] != "grader" or len(parts) < 3:
         return False
     hidden = ("hidden.py", "equivalent-mutants.toml")  # the latter quotes the reference code

@@ -1,6 +1,6 @@
 """``python -m kata.authoring.docs``: the parts of the docs that are generated from the code.
 
-* ``docs/traps.md``: the trap catalogue, one section per trap of ``grader.kinds.traps.TRAPS`` (its TODO,
+* ``docs/traps.md``: the trap catalogue, one section per trap of ``grader.kinds.TRAPS`` (its TODO,
   the checks that can name it, the skeletons that have it, its summary, hint, message and the
   ``why`` prose written into the trap);
 * ``docs/exercises/<stem>.md``: the table of the exercise's public and hidden checks;

@@ -8,9 +8,14 @@ reference) call this oracle.
 
 from __future__ import annotations
 
-import numpy as np
+import sys
+from pathlib import Path
 
-from kata import host
+import numpy as np
+import torch
+
+from kata import catalogue, host
+from kata.examples import contrast, draw_qkv, header, row, verdict
 from kata.kinds.base import Interface, f64, poisoned
 
 # fmt: off
@@ -80,3 +85,59 @@ INTERFACE = Attention2D(
     ("output",),
     "2-D attention: q (M, D), k and v (N, D), out (M, D) float32",
 )
+
+
+# ---- the chapter's worked examples (21.1, 21.2), run by 01's and 02's files ----------------
+
+
+def flash_attention_example(flash_attention) -> int:
+    """21.1: M=17, N=23, D=8 (not multiples of any block) against naive attention."""
+    header("21.1 flash attention core: M=17, N=23, D=8, seed 0")
+    q, k, v, dev = draw_qkv(17, 23, 8)
+    out = flash_attention(*dev).cpu()
+    ok = verdict(
+        "kernel vs naive softmax attention",
+        out,
+        attention(q, k, v),
+        1e-4,
+        chapter="about 2e-07 (with 4 x 4 blocks), allclose",
+    )
+    return 0 if ok else 1
+
+
+def causal_attention_example(causal_flash_attention, caller: str | None = None) -> int:
+    """21.2: M=N=20, D=8; the causal kernel, and the non-causal kernel on the causal task."""
+    header("21.2 causal flash attention: M=N=20, D=8, seed 0")
+    q, k, v, dev = draw_qkv(20, 20, 8)
+    causal_ref = attention(q, k, v, causal=True)
+    full_ref = attention(q, k, v)
+    causal = causal_flash_attention(*dev).cpu()
+    ok = verdict("causal kernel vs causal oracle", causal, causal_ref, 1e-4, chapter="allclose")
+    # Row 0 sees key 0 alone: its softmax is the single weight 1, so its output is v[0] itself.
+    print("  row 0 may see key 0 only, so its causal output is v[0] exactly:")
+    row("v[0]", v[0])
+    row("causal kernel, out[0]", causal[0], f"   equal to v[0]: {torch.equal(causal[0], v[0])}")
+
+    # The non-causal kernel of 21.1 (the sibling file 01) is bug-free, yet wrong for this task.
+    # This part demonstrates the chapter's point; it does not judge this file, so it does not
+    # change the exit status (an unfinished 01 would otherwise fail a finished 02).
+    folder = Path(caller or sys.argv[0]).resolve().parent
+    sibling = folder / catalogue.EXERCISE_LIST[0].filename
+    if sibling.exists():
+        noncausal = catalogue.load_file(sibling).flash_attention(*dev).cpu()
+        print(
+            f"  the non-causal kernel from {sibling.parent.name}/{sibling.name}, on the causal task:"
+        )
+        row("non-causal kernel, out[0]", noncausal[0], "   a blend of all 20 rows of v")
+        contrast(
+            "non-causal kernel vs causal oracle",
+            noncausal,
+            causal_ref,
+            1e-4,
+            chapter="of order 1, not float noise; not allclose",
+        )
+        if not verdict(
+            "non-causal kernel vs non-causal oracle", noncausal, full_ref, 1e-4, chapter="allclose"
+        ):
+            print(f"  (that kernel is not right yet even for its own task: finish {sibling.name})")
+    return 0 if ok else 1

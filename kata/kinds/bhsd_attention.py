@@ -4,8 +4,10 @@ causal or not, autotuned, and the torch SDPA baseline it is timed against."""
 from __future__ import annotations
 
 import numpy as np
+import torch
 
-from kata import host
+from kata import host, runtime
+from kata.examples import header, verdict
 from kata.kinds.attention import attention
 from kata.kinds.base import Interface, poisoned
 
@@ -69,3 +71,20 @@ INTERFACE = BHSDAttention(
     separation=10.0,  # 100 x its 1e-2 would ask for differences of 1
     autotuned=True,
 )
+
+
+# ---- the worked example, run by 04's (and 07's) file --------------------------------------------
+
+
+def fast_attention_example(fast_attention) -> int:
+    """Exercise 04: small (B, H, S, D) fp16 inputs, causal and not, against float64."""
+    header("04 fast attention: B=1, H=2, S=256, D=64, float16, seed 0")
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 256, 64).half() for _ in range(3))
+    ok = True
+    for causal in (False, True):
+        out = fast_attention(*(x.to(runtime.DEVICE) for x in (q, k, v)), causal=causal).cpu()
+        want = np.stack([attention(q[0, h], k[0, h], v[0, h], causal=causal) for h in range(2)])
+        label = "causal" if causal else "non-causal"
+        ok &= verdict(f"{label} kernel vs float64 oracle", out[0].float(), want, 1e-2)
+    return 0 if ok else 1

@@ -9,7 +9,6 @@ import sys
 import numpy as np
 
 from kata import host, runtime
-from kata.kinds.attention import attention
 from kata.kinds.base import Interface, f64, poisoned
 
 # fmt: off
@@ -18,6 +17,15 @@ PARAMS = (
     "stride_mb", "stride_ab", "stride_as", "stride_ob", "BLOCK_S", "BLOCK_D",
 )
 # fmt: on
+
+
+def _attend(q, k, v) -> np.ndarray:
+    """softmax(q k^T / sqrt(D)) v over every key, row by row, in float64: the same operations
+    as 2-D attention's oracle without a mask (kept here, so that this kind stands on none)."""
+    scores = q @ k.T / np.sqrt(q.shape[1])
+    scores = scores - scores.max(axis=1, keepdims=True)
+    p = np.exp(scores)
+    return (p / p.sum(axis=1, keepdims=True)) @ v
 
 
 def decode_attention(q, k, v, lengths, group: int = 1) -> np.ndarray:
@@ -31,7 +39,7 @@ def decode_attention(q, k, v, lengths, group: int = 1) -> np.ndarray:
     for b in range(len(q)):
         s = b // group
         n = int(lengths[s])
-        out[b] = attention(q[b : b + 1], k[s, :n], v[s, :n])[0]
+        out[b] = _attend(q[b : b + 1], k[s, :n], v[s, :n])[0]
     return out
 
 

@@ -1,4 +1,4 @@
-"""Gating's boundary classes (instructor-only, like grader/specs/boundary.py): numbers of
+"""Gating's boundary classes (instructor-only: the handout leaves every grader/kinds/*/boundary.py out): numbers of
 experts one short of and one past a power of two (``experts``), and logits beyond float32's exp
 range, both in one row, and ties among them (``extremes``)."""
 

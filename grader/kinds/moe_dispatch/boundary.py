@@ -1,4 +1,4 @@
-"""09's boundary classes (instructor-only, like grader/specs/boundary.py): token counts whose
+"""09's boundary classes (instructor-only: the handout leaves every grader/kinds/*/boundary.py out): token counts whose
 M * K pairs are one short of, a whole number of and one past blocks of pairs
 (``ragged_tokens``); routings where one expert gets exactly CAPACITY pairs and another one more
 (``capacity_met``); where each expert's first dropped pair sits, to put it on a block's first

@@ -1,4 +1,4 @@
-"""08's boundary classes (instructor-only, like grader/specs/boundary.py): cache lengths one key
+"""08's boundary classes (instructor-only: the handout leaves every grader/kinds/*/boundary.py out): cache lengths one key
 past, one short of and a whole number of splits, with and without empty splits
 (``split_lengths``), and the case of one decoding step built on them (``split_kv``)."""
 
@@ -40,7 +40,7 @@ def split_kv(
     what: str = "",
     **fields,
 ) -> Case:
-    """The partials of one decoding step (``grader.specs.inputs``) as a case of 08's merge:
+    """The partials of one decoding step (``grader.kinds.split_kv_merge.inputs``) as a case of 08's merge:
     ``splits`` splits of ``split`` keys, caches of lengths ``lengths`` (default
     ``split_lengths``), ``group`` query rows per cache, scores of ``kind`` (None: random q and
     k; else ``inputs.hostile_partials``' kinds, ``gap`` that of "dominant")."""

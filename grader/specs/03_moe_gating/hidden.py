@@ -6,7 +6,7 @@ checks only at the weights, on the tokens where the kernel chose two distinct, v
 negative logits with padded experts (a 0 fill beats them), one logit 200 above the rest (in
 float32 the other probabilities underflow to exactly 0, which a 0 fill ties with), exact ties
 (the lowest index wins, as tl.argmax does). Every weights check also gets logits beyond
-float32's exp range (``grader.specs.boundary.extremes``): near +100, near -120, both in one row, tied
+float32's exp range (``grader.kinds.gating.boundary.extremes``): near +100, near -120, both in one row, tied
 there. Weights from exp() of raw logits come out inf / inf or 0 / 0 on them; when the given
 softmax is what drops the maximum, the renormalization checks, the only judges of the weights,
 charge it all the same. Strided rows are given code: a 0-point note.

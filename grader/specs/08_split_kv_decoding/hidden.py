@@ -1,6 +1,6 @@
 """Exercise 08 (extensions track), the instructor's checks and gallery (TODO merge).
 
-The merge kernel is graded on partials the grader computes itself (``grader.specs.inputs``), so
+The merge kernel is graded on partials the grader computes itself (``grader.kinds.split_kv_merge.inputs``), so
 that a check judges its TODO and nothing else: real decoding steps cut into splits against the
 boundary classes of ``grader.kinds.split_kv_merge.boundary.split_kv`` (cache lengths one key past, one short of
 and a whole number of splits; lengths that leave the last splits empty, down to a single key;

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grader.kinds.attention import inputs
 from grader.kinds.base import NUMBERS, against, tiles_of, word
 from grader.model import Case
-from grader.specs import inputs
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.kinds.base import f32, rng, round_to
+from grader.kinds.base import f32, rng
 
 
 def qkv(seed, M, N, D, dtype=np.float32, magnitude=1.0):
@@ -73,9 +73,3 @@ def future_high(seed, M, N, D, slope=8.0):
     """Scores climb by ``slope`` per key position, for every row: inside one 16-key tile, the
     future keys of a row score up to 120 above its own key, the visible ones well below."""
     return _with_scores(seed, M, N, D, np.ones(M), slope * np.arange(N))
-
-
-def bhsd(seed, B, H, S, D, dtype):
-    """q, k, v of shape (B, H, S, D), rounded to ``dtype``."""
-    r = rng(seed)
-    return {n: round_to(r.standard_normal((B, H, S, D)), dtype) for n in "qkv"}

@@ -1,5 +1,6 @@
-"""The classic wrong answers, one object each: the checks name them, the validation gallery
-expects them, and the docs' trap catalogue is generated from them.
+"""2-D attention's traps (01, 02): the classic slips of the online softmax and of the causal
+mask. Each trap is one object: the checks name it, the validation gallery expects it, and the
+docs' trap catalogue (docs/traps.md) is generated from the catalogue of every kind.
 
 A trap's *forms* are what the mistaken kernel outputs on a case. Attention mistakes are replayed
 in float32, tile by tile, the way a kernel computes (an underflow to 0/0 is part of what the
@@ -14,9 +15,7 @@ import math
 import numpy as np
 
 from grader.model import Case, Output, Trap
-from kata import oracles
-
-# ---- attention, replayed ------------------------------------------------------------------------
+from kata.kinds.attention import attention
 
 
 def masked_attention(q, k, v, visible: np.ndarray) -> np.ndarray:
@@ -140,7 +139,7 @@ def _block_skip(case: Case) -> np.ndarray:
 def _non_causal(case: Case, _got: Output) -> list[Output]:
     q, k, v = _qkv(case)
     return [
-        {"out": oracles.attention(q, k, v)},
+        {"out": attention(q, k, v)},
         # No mask, but the loop already stops at the block's end: causal by whole tiles only.
         {"out": masked_attention(q, k, v, _block_skip(case))},
     ]
@@ -171,72 +170,6 @@ def _bottom_right(case: Case, _got: Output) -> list[Output]:
     return [{"out": masked_attention(q, k, v, br & skip)} for skip in (True, _block_skip(case))]
 
 
-def _window_skip(case: Case, window: int) -> np.ndarray:
-    """Keys a kernel whose loop starts at the tile holding its query block's first row's
-    oldest key (the solution's ``lo`` for ``window``) ever loads."""
-    rows, cols = _grid(case)
-    first = np.maximum(rows // case.block_m * case.block_m - window + 1, 0)
-    return cols >= first // case.block_n * case.block_n
-
-
-def _window_ignored(case: Case, _got: Output) -> list[Output]:
-    q, k, v = _qkv(case)
-    return [
-        {"out": oracles.attention(q, k, v, causal=True)},
-        # No window condition, but the loop already starts at the window's first tile.
-        {"out": masked_attention(q, k, v, _causal(case) & _window_skip(case, case.window))},
-    ]
-
-
-def _window_off_by_one(case: Case, _got: Output) -> list[Output]:
-    q, k, v = _qkv(case)
-    M, N, W = len(q), len(k), case.window
-    wide = oracles.causal_mask(M, N, W + 1)
-    return [
-        {"out": masked_attention(q, k, v, oracles.causal_mask(M, N, W - 1))},  # W - 1 keys
-        {"out": masked_attention(q, k, v, wide)},  # W + 1 keys
-        {"out": masked_attention(q, k, v, wide & _window_skip(case, W))},  # and the right lo
-    ]
-
-
-# ---- the performance track's attention (B, H, S, D) -------------------------------------------
-
-
-def _per_head(case: Case, attend) -> np.ndarray:
-    q, k, v = _qkv(case)
-    out = np.empty(q.shape)
-    for b in range(q.shape[0]):
-        for h in range(q.shape[1]):
-            out[b, h] = attend(q[b, h], k[b, h], v[b, h])
-    return out
-
-
-def _exp2_base(case: Case, _got: Output) -> list[Output]:
-    """exp2 of scores scaled without log2(e) is exp of scores times ln 2; with the inverse
-    constant, times ln(2)^2."""
-    return [
-        {"out": _per_head(case, lambda q, k, v, f=f: oracles.attention(q * f, k, v, case.causal))}
-        for f in (math.log(2), math.log(2) ** 2)
-    ]
-
-
-def _no_diagonal(case: Case, _got: Output) -> list[Output]:
-    """Causal attention without the diagonal stage: each query tile of BLOCK_M rows sees only
-    the keys before it (its first tile sees nothing: 0/0). BLOCK_M is the autotuner's choice,
-    so every plausible one is a form, with the exp2 scale right or still missing."""
-    S = case.inputs["q"].shape[2]
-    rows, cols = np.arange(S)[:, None], np.arange(S)[None, :]
-    forms = []
-    for block_m in (16, 32, 64, 128, 256):
-        seen = cols < rows // block_m * block_m
-        for f in (1.0, math.log(2)):
-            attend = lambda q, k, v, seen=seen, f=f: masked_attention(q * f, k, v, seen)  # noqa: E731
-            forms.append({"out": _per_head(case, attend)})
-    return forms
-
-
-# ---- the traps -------------------------------------------------------------------------------
-
 ACC_NOT_RESCALED = Trap(
     id="acc-not-rescaled",
     todo="rescale-acc",
@@ -261,6 +194,7 @@ ACC_NOT_RESCALED = Trap(
     forms=_unrescaled,
     invariant="acc and l_i are always weighted against the same running maximum m_i.",
 )
+
 ACC_RESCALED_AFTER_ADD = Trap(
     id="acc-rescaled-after-add",
     todo="rescale-acc",
@@ -283,6 +217,7 @@ ACC_RESCALED_AFTER_ADD = Trap(
     forms=_rescaled_after_add,
     invariant="Each tile is added to acc already weighted against the running maximum; only what acc held before is rescaled.",
 )
+
 ALPHA_APPLIED_TWICE = Trap(
     id="alpha-applied-twice",
     todo="rescale-acc",
@@ -302,6 +237,7 @@ ALPHA_APPLIED_TWICE = Trap(
     forms=_alpha_twice,
     invariant="acc and l_i are rescaled by the same factor, alpha, once per tile.",
 )
+
 RUNNING_MAX_NOT_FROM_NEG_INF = Trap(
     id="running-max-not-from-neg-inf",
     todo="rescale-acc",
@@ -322,6 +258,7 @@ RUNNING_MAX_NOT_FROM_NEG_INF = Trap(
     forms=_max_from_zero,
     invariant="The running maximum starts below every score (at -inf), so the first tile's maximum becomes the reference point.",
 )
+
 REFERENCE_NOT_RUNNING_MAX = Trap(
     id="reference-not-running-max",
     todo="rescale-acc",
@@ -344,6 +281,7 @@ REFERENCE_NOT_RUNNING_MAX = Trap(
     forms=_not_running_max,
     invariant="Every exp() is taken relative to the running maximum, so no exponent is ever positive.",
 )
+
 CAUSAL_MASK_MISSING = Trap(
     id="causal-mask-missing",
     todo="causal-mask",
@@ -365,6 +303,7 @@ CAUSAL_MASK_MISSING = Trap(
     forms=_non_causal,
     invariant="Query row i gives weight 0 to every key after position i.",
 )
+
 CAUSAL_MASK_OFF_BY_ONE = Trap(
     id="causal-mask-off-by-one",
     todo="causal-mask",
@@ -384,6 +323,7 @@ CAUSAL_MASK_OFF_BY_ONE = Trap(
     forms=_off_by_one,
     invariant="Row i sees key i itself, and no key after it.",
 )
+
 CAUSAL_MASK_AFTER_EXP = Trap(
     id="causal-mask-after-exp",
     todo="causal-mask",
@@ -405,6 +345,7 @@ CAUSAL_MASK_AFTER_EXP = Trap(
     forms=_after_exp,
     invariant="A hidden key never reaches the row maximum or the exponential.",
 )
+
 CAUSAL_BOTTOM_RIGHT = Trap(
     id="causal-bottom-right",
     todo="causal-mask",
@@ -424,94 +365,11 @@ CAUSAL_BOTTOM_RIGHT = Trap(
     forms=_bottom_right,
     invariant="The mask is aligned top-left: row i sees keys 0..i, whatever N is.",
 )
-WINDOW_IGNORED = Trap(
-    id="window-ignored",
-    todo="window-mask",
-    summary="keys older than the window were attended to",
-    message="This is plain causal attention, or causal attention over whole tiles from the "
-    "loop's lower bound on: query rows also attend to keys WINDOW or more positions before "
-    "their own. Add the per-pair window condition (row i sees keys i - WINDOW + 1 .. i) in "
-    "TODO(window-mask).",
-    hint="hide keys WINDOW or more positions back (TODO window-mask)",
-    why=(
-        "The window is a property of each (row, key) pair, like causality: row `i` may see "
-        "keys `i - WINDOW + 1 .. i`. Only a per-pair test enforces its lower edge. Raising the "
-        "loop's lower bound skips the tiles that lie wholly before every row's window, which "
-        "saves work, but the window's first key usually sits inside a tile, and that tile's "
-        "older keys still count without the per-pair test (and so do the tiles between the "
-        "first row's window and a later row's). The untouched skeleton is exercise 02's "
-        "answer: correct causal attention, for a different task. The grader recognises both "
-        "forms, plain causal attention and causal attention from the window's first tile on."
-    ),
-    forms=_window_ignored,
-    invariant="Row i gives weight 0 to every key more than WINDOW - 1 positions before it.",
-)
-WINDOW_OFF_BY_ONE = Trap(
-    id="window-off-by-one",
-    todo="window-mask",
-    summary="the window holds WINDOW - 1 or WINDOW + 1 keys",
-    message="The window is one key off: row i must see exactly the WINDOW keys i - WINDOW + 1 "
-    ".. i, its own included. One fewer loses each row's oldest key (with WINDOW = 1 a row then "
-    "sees nothing and comes out NaN); one more lets in a key outside the window. Check the "
-    "comparison in TODO(window-mask).",
-    hint="WINDOW keys per row, its own included (TODO window-mask)",
-    why=(
-        "A window of `WINDOW` keys ends at the row itself, so it starts `WINDOW - 1` keys "
-        "back: the row keeps key `j` when `i - j < WINDOW`, or `j >= i - WINDOW + 1`. Mixing "
-        "the two ways of writing it (`<=` with `WINDOW`, `>` with `i - WINDOW + 1`) moves the "
-        "edge by one key: each row gains a key older than its window, or loses its oldest "
-        "one, and with `WINDOW = 1` then sees nothing at all (`0/0`). The grader recognises "
-        "`WINDOW - 1` and `WINDOW + 1` keys, the latter also with the right lower bound on "
-        "the loop, which keeps the extra key out of reach of a block's first row when its "
-        "window begins on a tile boundary."
-    ),
-    forms=_window_off_by_one,
-    invariant="Row i sees exactly the WINDOW keys i - WINDOW + 1 .. i, its own included.",
-)
-EXP2_CONSTANT_WRONG = Trap(
-    id="exp2-constant-wrong",
-    todo="exp2-scale",
-    summary="exp2 ran without log2(e) in the scale",
-    message="The loop computes exp2, so the scale must carry log2(e) = 1.4427 for exp2 to equal "
-    "softmax's exp. Without it (or with its inverse) every score is effectively multiplied by "
-    "ln 2 (or ln(2)^2): a softmax at the wrong temperature. Revisit TODO(exp2-scale).",
-    hint="qk_scale = sm_scale * log2(e) (TODO exp2-scale)",
-    why=(
-        "`exp(x) = exp2(x * log2(e))`, so a loop that calls `exp2` must carry `log2(e) = "
-        "1/ln(2)` in its scale. Without it, `exp2(s)` equals `exp(s * ln 2)`: every score is "
-        "multiplied by ln 2 = 0.693 (by ln(2)^2 with the inverse constant), a softmax at a "
-        "higher temperature, flatter than the right one, with no NaN or overflow to give it "
-        "away. Fold the constant into the scale once, outside the loop; `alpha` and `p` then "
-        "come out exactly as in 01."
-    ),
-    forms=_exp2_base,
-    invariant="exp2(x * log2(e)) = exp(x): the scale carries log2(e).",
-)
-DIAGONAL_STAGE_MISSING = Trap(
-    id="diagonal-stage-missing",
-    todo="causal-stages",
-    summary="the causal loop never visits the diagonal tiles",
-    message="Stage 1 only covers keys left of each query tile; the keys of the tile's own rows "
-    "(the diagonal stage, with the mask) were never visited, so rows miss their own and nearby "
-    "keys and the first tile sees no key at all. Revisit TODO(causal-stages).",
-    hint="add the masked diagonal stage (TODO causal-stages)",
-    why=(
-        "The fast kernel runs its causal loop in two stages: first the key tiles wholly "
-        "before the query tile's rows, which need no mask, then the tiles that hold the "
-        "diagonal, with the mask. Without the second stage, every row misses its own key and "
-        "the keys just before it inside its tile, and the first query tile of each head "
-        "visits no key at all: its sums stay 0 and its rows end as 0/0 = NaN."
-    ),
-    forms=_no_diagonal,
-    invariant="Every query row visits every key up to its own position, the diagonal tile included.",
-)
 
-TRAPS_OF = {
-    "attention": (
-        ACC_NOT_RESCALED, ACC_RESCALED_AFTER_ADD, ALPHA_APPLIED_TWICE,
-        RUNNING_MAX_NOT_FROM_NEG_INF, REFERENCE_NOT_RUNNING_MAX,
-        CAUSAL_MASK_MISSING, CAUSAL_MASK_OFF_BY_ONE, CAUSAL_MASK_AFTER_EXP, CAUSAL_BOTTOM_RIGHT,
-    ),
-    "bhsd-attention": (EXP2_CONSTANT_WRONG, DIAGONAL_STAGE_MISSING),
-    "window-attention": (WINDOW_IGNORED, WINDOW_OFF_BY_ONE),
-}  # fmt: skip
+# fmt: off
+TRAPS = (
+    ACC_NOT_RESCALED, ACC_RESCALED_AFTER_ADD, ALPHA_APPLIED_TWICE,
+    RUNNING_MAX_NOT_FROM_NEG_INF, REFERENCE_NOT_RUNNING_MAX,
+    CAUSAL_MASK_MISSING, CAUSAL_MASK_OFF_BY_ONE, CAUSAL_MASK_AFTER_EXP, CAUSAL_BOTTOM_RIGHT,
+)
+# fmt: on
