@@ -177,11 +177,8 @@ def test_the_loop_finder_sees_a_kind_that_imports_the_judge_stage_back():
 # ---- a kind of kernel is one home on each side ------------------------------------------------
 
 # Files that name kinds until the lead moves their parts into the kinds' homes, once the branch
-# that is changing them (perf-host) has merged: the host checks and launchers, the bench's rows
-# and the bench's tables.
-PENDING = {"kata/host.py", "kata/authoring/bench.py", "kata/authoring/bench_docs.py"}
-# Kinds whose parts still live in the shared modules (strict: the marker goes when they move).
-NOT_YET_HOME: set[str] = set()
+# that is changing them (perf-host) has merged: the bench's rows and the tables made of them.
+PENDING = {"kata/authoring/bench.py", "kata/authoring/bench_docs.py"}
 
 
 def code_words(path) -> list[str]:
@@ -258,15 +255,7 @@ def kind_names(root: Path = ROOT) -> list[str]:
     return sorted({e["interface"] for e in exercises})
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [
-        pytest.param(k, marks=pytest.mark.xfail(strict=True, reason="not in its homes yet"))
-        if k in NOT_YET_HOME
-        else k
-        for k in kind_names()
-    ],
-)
+@pytest.mark.parametrize("kind", kind_names())
 def test_a_kind_is_named_in_its_homes_and_at_most_two_other_files(kind):
     """A kind's student-facing part is ``kata/kinds/<kind>.py``, the grader's part
     ``grader/kinds/<kind>/``; beyond them (and its exercises' spec folders) only the two
@@ -283,7 +272,7 @@ def test_the_kind_rule_sees_a_name_in_code_and_not_in_prose(tmp_path):
     (tmp_path / "kata").mkdir()
     (tmp_path / "exercises").mkdir()
     (tmp_path / "exercises" / "info.toml").write_text(
-        '[[exercise]]\nstem = "09_moe_dispatch"\ninterface = "moe-dispatch"\n'
+        '[[exercise]]\nstem = "99_moe_dispatch"\ninterface = "moe-dispatch"\n'
     )
     quiet = '"""moe-dispatch, in words."""\n# moe_dispatch\nx = "a moe-dispatch kernel"\n'
     (tmp_path / "grader" / "quiet.py").write_text(quiet + "launch_moe_dispatch = 1\n")

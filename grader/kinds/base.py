@@ -1,7 +1,7 @@
-"""What every kind's grader home shares: the judge's base (``Judge``, ``Blocked``, the twin
-judge of the notes on given code), the caps on a failure figure, the seeded random inputs, and
-the words a case's boundary class is told in. Below the kinds: it imports none of them, nor the
-judge or specs stages.
+"""What every kind's grader home shares: the judge's base (``Judge``, ``Blocked``), the judge
+of an ``out`` against the oracle and the twin judge of the notes on given code, the errors and
+caps of a failure figure, the seeded random inputs, and the words a case's boundary class is
+told in. Below the kinds: it imports none of them, nor the judge or specs stages.
 """
 
 from __future__ import annotations

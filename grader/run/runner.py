@@ -363,7 +363,8 @@ def prepare() -> None:
 
         from grader.judge import checking, details, errors, plugin  # noqa: F401
 
-        kinds.TRAPS  # every kind's home, imported  # noqa: B018
+        for name in kinds.KINDS:  # every kind's home
+            kinds.home(name)
         from grader.report import cards, gradescope, records, summary, svg  # noqa: F401
 
         try:
