@@ -41,7 +41,7 @@ class Case:
     name: str
     about: str  # what a student reads in a failure message
     inputs: dict[str, np.ndarray]
-    # "transposed" | "sliced" | "row-sliced" | "padded" (kata.interfaces._tensor)
+    # "transposed" | "sliced" | "row-sliced" | "padded" (kata.kinds.base._tensor)
     layout: dict[str, str] = field(default_factory=dict)
     block_m: int = 16  # tiles the grader launches 2-D attention with
     block_n: int = 16
@@ -93,7 +93,7 @@ class Check:
     points: int
     about: str
     cases: tuple[str, ...]
-    judge: str  # a judge the exercise's interface offers (kata.interfaces)
+    judge: str  # a judge the exercise's interface offers (kata.kinds)
     traps: tuple[Trap, ...] = ()
     hidden: bool = True
     # A TODO whose checks must pass before this one can be judged (04's causal stages cannot be

@@ -19,7 +19,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from kata import interfaces, source
+from kata import kinds, source
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
@@ -44,7 +44,7 @@ class Exercise:
     stem: str  # file name without .py; also the exercise's id in reports
     title: str
     kernel: str  # the @triton.jit function a submission must define
-    interface: str  # a name in kata.interfaces.INTERFACES
+    interface: str  # a name in kata.kinds.KINDS
     host: str  # the host function the file defines for its worked example
     todos: tuple[Todo, ...]
     hints: tuple[str, ...]  # one ladder for the whole exercise; () when split per TODO
@@ -70,7 +70,7 @@ class Exercise:
 
     @property
     def params(self) -> tuple[str, ...]:
-        return interfaces.get(self.interface).params
+        return kinds.get(self.interface).params
 
     @property
     def todo_ids(self) -> tuple[str, ...]:
@@ -93,7 +93,7 @@ def _entry(raw: dict, n: int) -> Exercise:
         raise ManifestError(f"{where}: unknown field(s) {', '.join(unknown)}")
     if raw.get("track", "core") not in TRACK_NAMES:
         raise ManifestError(f"{where}: track must be one of {', '.join(TRACK_NAMES)}")
-    if raw["interface"] not in interfaces.INTERFACES:
+    if raw["interface"] not in kinds.KINDS:
         raise ManifestError(f"{where}: unknown interface {raw['interface']!r}")
     try:
         todos = tuple(Todo(t["id"], int(t["points"]), t["title"]) for t in raw["todos"])

@@ -17,13 +17,10 @@ nothing but their order of magnitude.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import torch
 
-from kata import catalogue, oracles, runtime
+from kata import kinds, oracles, runtime
 
 LABEL_WIDTH = 38
 
@@ -68,78 +65,25 @@ def contrast(label: str, got, want, atol: float, chapter: str | None = None) -> 
     return not close
 
 
-def _draw_qkv(M: int, N: int, D: int):
+def draw_qkv(M: int, N: int, D: int):
     torch.manual_seed(0)
     q, k, v = torch.randn(M, D), torch.randn(N, D), torch.randn(N, D)  # the chapter's order
     return q, k, v, [x.to(runtime.DEVICE) for x in (q, k, v)]
 
 
-def _row(label: str, values, note: str = "") -> None:
+def row(label: str, values, note: str = "") -> None:
     """One row of a small table: its first four values, as the docs quote them."""
     shown = " ".join(f"{float(x):8.4f}" for x in values[:4])
     print(f"    {label:<26}{shown}  ...{note}")
 
 
-def _header(title: str) -> None:
+def header(title: str) -> None:
     print(f"{title}  [{runtime.describe()}]")
-
-
-def flash_attention_example(flash_attention) -> int:
-    """21.1: M=17, N=23, D=8 (not multiples of any block) against naive attention."""
-    _header("21.1 flash attention core: M=17, N=23, D=8, seed 0")
-    q, k, v, dev = _draw_qkv(17, 23, 8)
-    out = flash_attention(*dev).cpu()
-    ok = verdict(
-        "kernel vs naive softmax attention",
-        out,
-        oracles.attention(q, k, v),
-        1e-4,
-        chapter="about 2e-07 (with 4 x 4 blocks), allclose",
-    )
-    return 0 if ok else 1
-
-
-def causal_attention_example(causal_flash_attention, caller: str | None = None) -> int:
-    """21.2: M=N=20, D=8; the causal kernel, and the non-causal kernel on the causal task."""
-    _header("21.2 causal flash attention: M=N=20, D=8, seed 0")
-    q, k, v, dev = _draw_qkv(20, 20, 8)
-    causal_ref = oracles.attention(q, k, v, causal=True)
-    full_ref = oracles.attention(q, k, v)
-    causal = causal_flash_attention(*dev).cpu()
-    ok = verdict("causal kernel vs causal oracle", causal, causal_ref, 1e-4, chapter="allclose")
-    # Row 0 sees key 0 alone: its softmax is the single weight 1, so its output is v[0] itself.
-    print("  row 0 may see key 0 only, so its causal output is v[0] exactly:")
-    _row("v[0]", v[0])
-    _row("causal kernel, out[0]", causal[0], f"   equal to v[0]: {torch.equal(causal[0], v[0])}")
-
-    # The non-causal kernel of 21.1 (the sibling file 01) is bug-free, yet wrong for this task.
-    # This part demonstrates the chapter's point; it does not judge this file, so it does not
-    # change the exit status (an unfinished 01 would otherwise fail a finished 02).
-    folder = Path(caller or sys.argv[0]).resolve().parent
-    sibling = folder / catalogue.EXERCISE_LIST[0].filename
-    if sibling.exists():
-        noncausal = catalogue.load_file(sibling).flash_attention(*dev).cpu()
-        print(
-            f"  the non-causal kernel from {sibling.parent.name}/{sibling.name}, on the causal task:"
-        )
-        _row("non-causal kernel, out[0]", noncausal[0], "   a blend of all 20 rows of v")
-        contrast(
-            "non-causal kernel vs causal oracle",
-            noncausal,
-            causal_ref,
-            1e-4,
-            chapter="of order 1, not float noise; not allclose",
-        )
-        if not verdict(
-            "non-causal kernel vs non-causal oracle", noncausal, full_ref, 1e-4, chapter="allclose"
-        ):
-            print(f"  (that kernel is not right yet even for its own task: finish {sibling.name})")
-    return 0 if ok else 1
 
 
 def gating_example(moe_top2_gating) -> int:
     """21.3: 6 tokens x 8 experts; indices vs torch.topk, weights vs the renormalized oracle."""
-    _header("21.3 MoE top-2 gating: 6 tokens x 8 experts, seed 0")
+    header("21.3 MoE top-2 gating: 6 tokens x 8 experts, seed 0")
     torch.manual_seed(0)
     logits = torch.randn(6, 8)
     w0, w1, i0, i1 = (t.cpu() for t in moe_top2_gating(logits.to(runtime.DEVICE)))
@@ -170,25 +114,9 @@ def gating_example(moe_top2_gating) -> int:
     return 0 if ok else 1
 
 
-def fast_attention_example(fast_attention) -> int:
-    """Exercise 04: small (B, H, S, D) fp16 inputs, causal and not, against float64."""
-    _header("04 fast attention: B=1, H=2, S=256, D=64, float16, seed 0")
-    torch.manual_seed(0)
-    q, k, v = (torch.randn(1, 2, 256, 64).half() for _ in range(3))
-    ok = True
-    for causal in (False, True):
-        out = fast_attention(*(x.to(runtime.DEVICE) for x in (q, k, v)), causal=causal).cpu()
-        want = np.stack(
-            [oracles.attention(q[0, h], k[0, h], v[0, h], causal=causal) for h in range(2)]
-        )
-        label = "causal" if causal else "non-causal"
-        ok &= verdict(f"{label} kernel vs float64 oracle", out[0].float(), want, 1e-2)
-    return 0 if ok else 1
-
-
 def fast_gating_example(fast_top2_gating) -> int:
     """Exercise 05: 1000 tokens x 64 experts against the float64 oracle."""
-    _header("05 fast top-2 gating: 1000 tokens x 64 experts, seed 0")
+    header("05 fast top-2 gating: 1000 tokens x 64 experts, seed 0")
     torch.manual_seed(0)
     logits = torch.randn(1000, 64)
     w0, w1, i0, i1 = (t.cpu() for t in fast_top2_gating(logits.to(runtime.DEVICE)))
@@ -201,3 +129,13 @@ def fast_gating_example(fast_top2_gating) -> int:
     if not runtime.INTERPRETER:
         print("  timings against torch: `nox -s bench`")
     return 0 if ok else 1
+
+
+def __getattr__(name: str):
+    """A worked example that lives with its kind (``kata/kinds/<kind>.py``): the kernel files
+    call every example through this module."""
+    if name.endswith("_example"):
+        for module in kinds.modules():
+            if name in vars(module):
+                return vars(module)[name]
+    raise AttributeError(f"no worked example {name!r}")

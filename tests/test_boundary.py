@@ -1,5 +1,5 @@
-"""The generator of boundary cases (grader/specs/boundary.py): the classes it derives for a tile set
-(residues modulo the tiles, M != N both ways, windows whose edge lies apart from the diagonal
+"""The generators of boundary cases (grader/kinds/*/boundary.py): the classes they derive for a
+tile set (residues modulo the tiles, M != N both ways, windows whose edge lies apart from the diagonal
 and crosses three key tiles under 32-row blocks and five under query blocks over more than two
 key tiles, windows no wider than a key tile under taller blocks, WINDOW >= N with M > N,
 creeping maxima, logits out of exp's range, CAPACITY = 0), and the hidden specs that must draw
@@ -11,7 +11,10 @@ import numpy as np
 import pytest
 
 from grader import specs
-from grader.specs import boundary
+from grader.kinds import base
+from grader.kinds.attention import boundary
+from grader.kinds.gating import boundary as gating_boundary
+from grader.kinds.moe_dispatch import boundary as dispatch_boundary
 from kata import oracles
 from kata.catalogue import find
 
@@ -27,8 +30,8 @@ STEM = {n: find(n).stem for n in ("01", "02", "03", "05", "06")}  # through the 
 def test_ragged_sizes_sit_on_every_tile_edge(block_m, block_n):
     shapes = boundary.ragged(block_m, block_n)
     for tile in {block_m, block_n}:  # both tile sizes, for M and for N
-        assert {boundary.residue(s.M, tile) for s in shapes} == EDGES
-        assert {boundary.residue(s.N, tile) for s in shapes} == EDGES
+        assert {base.residue(s.M, tile) for s in shapes} == EDGES
+        assert {base.residue(s.N, tile) for s in shapes} == EDGES
     assert {np.sign(s.M - s.N) for s in shapes} == {-1, 0, 1}  # M < N, M > N, M = N
     for s in shapes:
         assert (s.block_m, s.block_n) == (block_m, block_n) and s.window is None
@@ -39,7 +42,7 @@ def test_ragged_sizes_sit_on_every_tile_edge(block_m, block_n):
 @pytest.mark.parametrize("block_m, block_n", TILES + TALL)
 def test_windows_sit_on_key_tile_edges_apart_from_the_diagonal(block_m, block_n):
     shapes = boundary.windows(block_m, block_n)
-    assert {boundary.residue(s.window, block_n) for s in shapes} == EDGES
+    assert {base.residue(s.window, block_n) for s in shapes} == EDGES
     for s in shapes:
         assert s.window > block_m + block_n and s.window < s.N  # wider than both; not causal
         starts = boundary.first_keys(s)
@@ -56,7 +59,7 @@ def test_windows_sit_on_key_tile_edges_apart_from_the_diagonal(block_m, block_n)
 
 def test_ragged_windows_are_one_short_of_a_tile():
     shapes = boundary.ragged(16, 16, window=15)
-    assert all(s.window == 15 and boundary.residue(s.window, 16) == -1 for s in shapes)
+    assert all(s.window == 15 and base.residue(s.window, 16) == -1 for s in shapes)
     assert len({s.name for s in shapes}) == len(shapes)
 
 
@@ -114,10 +117,10 @@ def test_maxima_creep_by_a_thousandth_per_key_tile():
     assert np.exp(-steps).min() > 0.99  # alpha: a rescale skipped near 1 is skipped here
 
 
-@pytest.mark.parametrize("E", [2, *boundary.experts(8)])
+@pytest.mark.parametrize("E", [2, *gating_boundary.experts(8)])
 def test_extreme_logits_leave_exps_range(E):
     kinds = ("high", "low", "mixed", "tie-high", "tie-low")
-    x = boundary.extremes(3, 10, E, kinds).inputs["logits"].astype(np.float64)
+    x = gating_boundary.extremes(3, 10, E, kinds).inputs["logits"].astype(np.float64)
     high, low, mixed, tie_high, tie_low = (x[i :: len(kinds)] for i in range(len(kinds)))
     assert (high > 88).all() and (low < -100).all()
     assert ((mixed > 88).any(axis=1) & (mixed < -100).any(axis=1)).all()
@@ -129,7 +132,7 @@ def test_extreme_logits_leave_exps_range(E):
 
 
 def test_experts_are_not_powers_of_two():
-    assert all(E & (E - 1) for E in boundary.experts(8))
+    assert all(E & (E - 1) for E in gating_boundary.experts(8))
 
 
 # ---- the hidden specs draw their cases from the generator ----------------------------------
@@ -160,10 +163,10 @@ def test_attention_specs_pay_for_every_edge_of_their_tiles(stem, tiles):
         ours = [c for c in cases if (c.block_m, c.block_n) == (block_m, block_n)]
         Ns = {len(c.inputs["k"]) for c in ours}
         for tile in {block_m, block_n}:
-            assert {boundary.residue(n, tile) for n in Ns} >= EDGES, (block_m, block_n, tile)
+            assert {base.residue(n, tile) for n in Ns} >= EDGES, (block_m, block_n, tile)
         # Query rows only meet block_m: the last block's rows, whatever the key tiles.
         Ms = {len(c.inputs["q"]) for c in cases if c.block_m == block_m}
-        assert {boundary.residue(m, block_m) for m in Ms} >= EDGES, (block_m, block_n)
+        assert {base.residue(m, block_m) for m in Ms} >= EDGES, (block_m, block_n)
         shapes = {(len(c.inputs["q"]), len(c.inputs["k"])) for c in ours}
         assert any(m < n for m, n in shapes) and any(m > n for m, n in shapes)
 
@@ -219,14 +222,14 @@ def test_every_weights_check_sees_logits_out_of_exps_range(stem, check_id):
 @pytest.mark.parametrize("K", [1, 2, 3])
 def test_ragged_tokens_sit_on_the_pair_blocks_edges(K):
     step = 1 if K % 2 else 2  # top-2 routing only makes even pair counts
-    Ms = boundary.ragged_tokens(16, K)
+    Ms = dispatch_boundary.ragged_tokens(16, K)
     assert [(M * K) % 16 for M in Ms] == [16 - step, 0, step]
     assert all(M * K > 32 for M in Ms)  # more than two blocks: the carry is used
-    assert "pairs" in boundary.pairs_against(Ms[0], K, 16)
+    assert "pairs" in dispatch_boundary.pairs_against(Ms[0], K, 16)
 
 
 def test_capacity_met_has_an_expert_at_and_one_past_the_capacity():
-    routing, capacity = boundary.capacity_met(3, 40, 8)
+    routing, capacity = dispatch_boundary.capacity_met(3, 40, 8)
     counts = np.bincount(routing["idx"].ravel(), minlength=8)
     assert capacity in counts and capacity + 1 in counts
 
@@ -238,7 +241,7 @@ def test_dispatch_spec_pays_for_every_boundary_class():
     blocks = {}
     for c in cases.values():
         p = c.params
-        blocks.setdefault(p["BLOCK"], set()).add(boundary.residue(c.inputs["idx"].size, p["BLOCK"]))
+        blocks.setdefault(p["BLOCK"], set()).add(base.residue(c.inputs["idx"].size, p["BLOCK"]))
     assert blocks[16] >= EDGES, "pair counts one short of, a multiple of and one past a block"
     experts = {c.params["E"] for c in cases.values()}
     assert {8, 60} <= experts and any(E > 2 and (E - 1) & (E - 2) == 0 for E in experts), "E = 8, 60, 2^k + 1"
@@ -253,7 +256,7 @@ def test_dispatch_spec_pays_for_every_boundary_class():
         cap_zero |= C == 0 and bool((right["slot"] < 0).all()) and not right["counts"].any()
         cap_one |= C == 1 and dropping
         cap_m |= C == len(idx) and routed.max() == len(idx)
-        at_edge |= any(p % B == 0 for p in boundary.first_dropped(idx, E, C).values())
+        at_edge |= any(p % B == 0 for p in dispatch_boundary.first_dropped(idx, E, C).values())
         empty |= (routed == 0).any() and routed[-1] == 0
         skewed |= routed.max() >= len(idx) // 2
         last_over |= routed[-1] > C

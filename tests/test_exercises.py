@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import run_examples
 
-from grader.kinds.traps import online_softmax
+from grader.kinds.attention.traps import online_softmax
 from grader.model import Case
 from grader.validate import static
 from kata import oracles, regions, skeletons

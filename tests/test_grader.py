@@ -32,7 +32,7 @@ from conftest import endless_01
 
 from grader import model, specs
 from grader.judge import errors
-from grader.kinds.traps import TRAPS
+from grader.kinds import TRAPS
 from grader.report.records import CheckResult, ExerciseResult, edits_outside
 from grader.run import runner
 from grader.validate import cli as validate
@@ -646,6 +646,8 @@ def test_05s_weights_are_judged_on_one_expert_picked_twice():
     import numpy as np
 
     from grader.judge import judges
+    from grader.kinds.base import Blocked
+    from grader.kinds.gating.judges import WeightsJudge
     from kata import oracles
 
     spec = specs.load(find("05").stem, "hidden")
@@ -657,9 +659,9 @@ def test_05s_weights_are_judged_on_one_expert_picked_twice():
     twice = {"idx0": top1, "idx1": top1, "w0": half, "w1": half}
     assert judge.evidence(case, twice) is None
     assert "w0" in judge.evidence(case, {**twice, "w0": half * 0.9})
-    with pytest.raises(judges.Blocked):  # 03's judge waits for two distinct experts
-        judges.WeightsJudge(spec.interface).evidence(case, twice)
-    with pytest.raises(judges.Blocked, match="no token got two valid experts"):
+    with pytest.raises(Blocked):  # 03's judge waits for two distinct experts
+        WeightsJudge(spec.interface).evidence(case, twice)
+    with pytest.raises(Blocked, match="no token got two valid experts"):
         judge.evidence(case, {**twice, "idx0": top1 * 0 - 7})
 
 

@@ -211,6 +211,7 @@ def test_a_dispatch_failure_has_its_own_figure_and_picture():
     they fell into the attention figure, which reads "out"."""
     from grader import specs
     from grader.judge import details, judges
+    from grader.kinds.base import MAX_BINS
 
     spec = specs.load(catalogue.find("09").stem, "hidden")
     case = spec.cases[next(iter(spec.cases))]
@@ -220,7 +221,7 @@ def test_a_dispatch_failure_has_its_own_figure_and_picture():
     found = details.failure(judges.make("dispatch-slots", spec.interface), case, got)
     assert found["kind"] == "dispatch" and found["bad_pairs"] > 0
     E = case.params["E"]
-    assert found["offsets"]["got"] == [0] * min(E, details.MAX_BINS)
+    assert found["offsets"]["got"] == [0] * min(E, MAX_BINS)
     assert found["bad_experts"] == sum(1 for o in found["offsets"]["expected"] if o)
     assert found["pairs"] and all(g != w for g, w in found["slots"])
     check = CheckResult(
@@ -233,7 +234,7 @@ def test_a_dispatch_failure_has_its_own_figure_and_picture():
         message="wrong",
         details=found,
     )
-    ((caption, picture),) = html.pictures(check)
+    ((caption, picture),) = html.pictures(check, "moe-dispatch")
     assert "slots-e8" in caption and "<svg" in picture and "expected" in picture
 
 
@@ -461,7 +462,7 @@ def test_class_page_says_why_each_zero_in_chromium(tmp_path):
 
 def test_every_trap_states_the_invariant_it_breaks():
     """A trap card leads with the invariant that broke: every trap needs one."""
-    from grader.kinds.traps import TRAPS
+    from grader.kinds import TRAPS
 
     assert [t.id for t in TRAPS.values() if not t.invariant] == []
 

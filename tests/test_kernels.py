@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.kinds.traps import masked_attention
+from grader.kinds.attention.traps import masked_attention
 from kata import oracles
 
 ATOL_OUT = 1e-4  # the chapter's tolerance for attention outputs

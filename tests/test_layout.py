@@ -5,12 +5,19 @@ module does nothing but define things, and the formatter owns the code's layout.
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from kata import catalogue
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 ROOT = catalogue.ROOT
 PACKAGES = ("grader", "kata")
@@ -106,10 +113,17 @@ def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+KIND_FOLDERS = ("grader.kinds", "kata.kinds")  # one room per kind, and one for what they share
+
+
 def room(name: str) -> str:
     """The top-level entry of ``grader/`` or ``kata/`` a module belongs to: a stage folder
-    (``grader.judge``) or a module standing alone (``grader.cli``, ``kata.host``)."""
-    return ".".join(name.split(".")[:2])
+    (``grader.judge``) or a module standing alone (``grader.cli``, ``kata.host``). Inside the
+    kinds' folders each entry is a room of its own (``grader.kinds.moe_dispatch``,
+    ``grader.kinds.base``, the registry ``grader.kinds``): a kind stands on what the kinds
+    share, never on another stage that stands on it."""
+    parts = name.split(".")
+    return ".".join(parts[:3] if ".".join(parts[:2]) in KIND_FOLDERS else parts[:2])
 
 
 def folder_loops(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -146,6 +160,126 @@ def test_the_loop_finder_sees_the_loops_of_the_old_layout():
         ["grader.cli", "grader.run"],
         ["grader.judge", "grader.specs"],
     ]
+
+
+def test_the_loop_finder_sees_a_kind_that_imports_the_judge_stage_back():
+    # main's layout before the kinds had homes: the judges' base in judge/, which asks the kinds
+    # for their judges, and a kind's judges built on it.
+    old = {
+        "grader.judge.judges": {"grader.kinds.moe_dispatch.judges"},
+        "grader.kinds.moe_dispatch.judges": {"grader.judge.compare", "grader.kinds.base"},
+        "grader.judge.compare": set(),
+        "grader.kinds.base": set(),
+    }
+    assert folder_loops(old) == [["grader.judge", "grader.kinds.moe_dispatch"]]
+
+
+# ---- a kind of kernel is one home on each side ------------------------------------------------
+
+# Files that name kinds until the lead moves their parts into the kinds' homes, once the branch
+# that is changing them (perf-host) has merged: the bench's rows and the tables made of them.
+PENDING = {"kata/authoring/bench.py", "kata/authoring/bench_docs.py"}
+
+
+def code_words(path) -> list[str]:
+    """What a file says in code: its names (variables, attributes, functions, arguments,
+    keywords, imports) and its one-word string literals (keys, module paths). Docstrings,
+    comments and prose (a string with a space) say nothing here."""
+    tree = ast.parse(path.read_text())
+    docs = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docs.add(id(first.value))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            found.append(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.append(node.attr)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.append(node.name)
+        elif isinstance(node, ast.alias):
+            found.append(node.name)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.append(node.module)
+        elif isinstance(node, ast.arg):
+            found.append(node.arg)
+        elif isinstance(node, ast.keyword) and node.arg:
+            found.append(node.arg)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in docs and not any(c.isspace() for c in node.value):
+                found.append(node.value)
+    return found
+
+
+def kind_word(kind: str) -> re.Pattern:
+    """A kind's name as a whole word, spelled with ``-`` or ``_``: ``moe_dispatch`` and
+    ``"moe-dispatch"``, but not ``launch_moe_dispatch`` nor ``window-attention`` for
+    ``attention``."""
+    return re.compile(r"(?<![\w-])" + kind.replace("-", "[-_]") + r"(?![\w-])")
+
+
+def is_home(kind: str, relative: str, stems: set[str]) -> bool:
+    """Whether a file is one of the kind's homes: a path that carries its name (a kind built on
+    another, window_attention on attention, lives in its family's homes), or the spec folder of
+    one of its exercises."""
+    name = kind.replace("-", "_")
+    parts = Path(relative).with_suffix("").parts
+    if any(re.search(rf"(^|_){name}(_|$)", part) for part in parts):
+        return True
+    return parts[:2] == ("grader", "specs") and len(parts) > 2 and parts[2] in stems
+
+
+def naming(kind: str, root: Path = ROOT) -> list[str]:
+    """The files under grader/ and kata/ that name ``kind`` in code."""
+    word = kind_word(kind)
+    found = []
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            if any(word.search(w) for w in code_words(path)):
+                found.append(path.relative_to(root).as_posix())
+    return found
+
+
+def strangers(kind: str, root: Path = ROOT) -> list[str]:
+    """The files that name ``kind`` outside its homes."""
+    exercises = tomllib.loads((root / "exercises" / "info.toml").read_text())["exercise"]
+    stems = {e["stem"] for e in exercises if e["interface"] == kind}
+    return [f for f in naming(kind, root) if not is_home(kind, f, stems) and f not in PENDING]
+
+
+def kind_names(root: Path = ROOT) -> list[str]:
+    exercises = tomllib.loads((root / "exercises" / "info.toml").read_text())["exercise"]
+    return sorted({e["interface"] for e in exercises})
+
+
+@pytest.mark.parametrize("kind", kind_names())
+def test_a_kind_is_named_in_its_homes_and_at_most_two_other_files(kind):
+    """A kind's student-facing part is ``kata/kinds/<kind>.py``, the grader's part
+    ``grader/kinds/<kind>/``; beyond them (and its exercises' spec folders) only the two
+    registries may name it, so that a new kind, or a change to one, touches its homes."""
+    name = kind.replace("-", "_")
+    assert (ROOT / "kata" / "kinds" / f"{name}.py").is_file()
+    assert (ROOT / "grader" / "kinds" / name / "__init__.py").is_file()
+    found = strangers(kind)
+    assert len(found) <= 2, f"{kind} is named outside its homes in {found}"
+
+
+def test_the_kind_rule_sees_a_name_in_code_and_not_in_prose(tmp_path):
+    (tmp_path / "grader").mkdir()
+    (tmp_path / "kata").mkdir()
+    (tmp_path / "exercises").mkdir()
+    (tmp_path / "exercises" / "info.toml").write_text(
+        '[[exercise]]\nstem = "99_moe_dispatch"\ninterface = "moe-dispatch"\n'
+    )
+    quiet = '"""moe-dispatch, in words."""\n# moe_dispatch\nx = "a moe-dispatch kernel"\n'
+    (tmp_path / "grader" / "quiet.py").write_text(quiet + "launch_moe_dispatch = 1\n")
+    for n, line in enumerate(('k = "moe-dispatch"', "from kata.kinds import moe_dispatch")):
+        (tmp_path / "grader" / f"loud{n}.py").write_text(line + "\n")
+    (tmp_path / "kata" / "moe_dispatch.py").write_text("moe_dispatch = 1\n")  # a home
+    assert strangers("moe-dispatch", tmp_path) == ["grader/loud0.py", "grader/loud1.py"]
 
 
 # Imports every module in a fresh Python with the backend unset, and records what importing did

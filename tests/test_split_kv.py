@@ -11,11 +11,10 @@ import torch
 from conftest import run_examples
 
 from grader import specs
-from grader.judge import compare
-from grader.kinds import traps
+from grader.kinds import base, compare
+from grader.kinds.split_kv_merge import boundary, inputs, traps
 from grader.model import Case
-from grader.specs import boundary, inputs
-from kata import host, interfaces, oracles, runtime
+from kata import host, kinds, oracles, runtime
 from kata.catalogue import SOLUTIONS, find
 
 STEM = find("08").stem
@@ -103,10 +102,10 @@ def test_the_grader_partials_merge_to_attention():
 def test_split_lengths_sit_on_every_split_edge():
     for split, splits in ((16, 4), (32, 3), (8, 13)):
         full = boundary.split_lengths(split, splits, empty=False)
-        assert {boundary.residue(n, split) for n in full} == {-1, 0, 1}
+        assert {base.residue(n, split) for n in full} == {-1, 0, 1}
         assert all(-(-n // split) == splits for n in full)  # every split holds keys
         short = boundary.split_lengths(split, splits, empty=True)
-        assert {boundary.residue(n, split) for n in short} == {-1, 0, 1} and 1 in short
+        assert {base.residue(n, split) for n in short} == {-1, 0, 1} and 1 in short
         assert all(-(-n // split) < splits for n in short)  # the last splits empty
 
 
@@ -129,7 +128,7 @@ def test_the_hidden_cases_cover_the_boundary_classes():
 )
 def test_the_hostile_cases_break_only_an_unshifted_merge(name):
     case = specs.load(STEM, "hidden").cases[name]
-    right = interfaces.get("split-kv-merge").expected(case)
+    right = kinds.get("split-kv-merge").expected(case)
     out, lse, _, _ = traps.merged(case)
     np.testing.assert_allclose(out, right["out"], atol=1e-5)
     unshifted, unshifted_lse, _, _ = traps.merged(case, shift=False)
@@ -161,7 +160,7 @@ def test_split_maxima_far_apart_break_a_reference_between_them(name, gap):
     finite = np.where(np.isfinite(m), m, np.nan)
     spread = np.nanmax(finite, axis=1) - np.nanmin(finite, axis=1)
     assert (spread[hostile] > gap - 5).all() and (spread[~hostile] < 10).all()
-    right = interfaces.get("split-kv-merge").expected(case)["out"]
+    right = kinds.get("split-kv-merge").expected(case)["out"]
     out = _merged_from_the_mean(case)
     if gap == 100:
         np.testing.assert_allclose(out, right, atol=1e-5)
@@ -181,7 +180,7 @@ def test_an_infinity_is_close_only_to_itself():
 
 def test_padded_partials_have_wider_strides():
     case = specs.load(STEM, "hidden").cases["wide-buffers-3x16"]
-    ins = interfaces.get("split-kv-merge").inputs(torch, case, runtime.DEVICE)
+    ins = kinds.get("split-kv-merge").inputs(case, runtime.DEVICE)
     B, S, D = case.inputs["acc"].shape
     assert ins["m"].stride() == ins["l"].stride() == (S + 3, 1)
     assert ins["acc"].stride() == ((S + 1) * (D + 8), D + 8, 1)

@@ -180,6 +180,7 @@ def test_handout_holds_no_solutions_or_hidden_checks(tmp_path):
     inside = [Path(n).relative_to("triton-kata") for n in names]
     assert not [n for n in inside if instructors_only(n)]
     assert not [n for n in inside if n.name == "hidden.py" or "gallery" in n.parts[2:]]
+    assert not [n for n in inside if n.name == "boundary.py"]  # each kind's boundary classes
     for ex in catalogue.EXERCISE_LIST:
         assert f"triton-kata/exercises/{ex.filename}" in names
         assert f"triton-kata/grader/specs/{ex.stem}/public.py" in names

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.classroom.engines.task import files, read_json
-from grader.kinds.traps import TRAPS
+from grader.kinds import TRAPS
 from grader.report import reasons, svg
 from grader.report.records import zeroed
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.judge import compare, details, judges
+from grader import kinds
+from grader.judge import details, judges
+from grader.kinds import compare
+from grader.kinds.base import Blocked, Judge
 from grader.model import REVERSED, Case, Check, GraderError, Output, Trap
 
 
@@ -33,10 +36,10 @@ class SubmissionError(Exception):
     """The submission could not produce an output (missing, import error, crash, timeout)."""
 
 
-def exact(key: str, value) -> bool:
-    """Whether an output is compared exactly: expert indices, and every integer output (slots,
-    counts); floats are compared within the interface's tolerance."""
-    return key.startswith("idx") or np.issubdtype(np.asarray(value).dtype, np.integer)
+def exact(interface, key: str, value) -> bool:
+    """Whether an output is compared exactly: every integer output (slots, counts), and those
+    the interface says (expert indices); floats are compared within the interface's tolerance."""
+    return interface.exact(key) or np.issubdtype(np.asarray(value).dtype, np.integer)
 
 
 def _written(form: Output, key: str) -> np.ndarray | None:
@@ -45,7 +48,7 @@ def _written(form: Output, key: str) -> np.ndarray | None:
     return None if mask is None else ~np.asarray(mask, bool)
 
 
-def _gap(form: Output, right: Output, judge: judges.Judge, case: Case) -> float:
+def _gap(form: Output, right: Output, judge: Judge, case: Case) -> float:
     """How far a trap's form is from the right output, in units of the interface's
     ``separation`` absolute tolerances (exact outputs: any difference is infinitely far). The
     right answer writes every element, unless the oracle says which it leaves unwritten (a
@@ -61,7 +64,7 @@ def _gap(form: Output, right: Output, judge: judges.Judge, case: Case) -> float:
         got, want = np.asarray(predicted), np.asarray(right[key])
         if written is not None and got.shape == want.shape:
             got, want = got[written], want[written]
-        if exact(key, predicted):
+        if exact(judge.interface, key, predicted):
             gaps.append(0.0 if np.array_equal(got, want) else float("inf"))
         else:
             unit = judge.tol(key, case)[0] * judge.interface.separation
@@ -69,7 +72,7 @@ def _gap(form: Output, right: Output, judge: judges.Judge, case: Case) -> float:
     return max(gaps)
 
 
-def _matches(got: Output, form: Output, judge: judges.Judge, case: Case) -> bool:
+def _matches(got: Output, form: Output, judge: Judge, case: Case) -> bool:
     """Whether ``got`` is this form of a trap. Unwritten output is no trap's doing, unless the
     form says which elements the mistake leaves unwritten (a ``KEY.unwritten`` mask, to be met
     exactly; the form's values of KEY are then compared where it is written); and a form with
@@ -89,7 +92,7 @@ def _matches(got: Output, form: Output, judge: judges.Judge, case: Case) -> bool
             unwritten = got.get(f"{key}.unwritten")
             if unwritten is not None and unwritten.any():
                 return False
-        if exact(key, predicted):
+        if exact(judge.interface, key, predicted):
             if not np.array_equal(mine.astype(np.int64), predicted.astype(np.int64)):
                 return False
             continue
@@ -100,7 +103,7 @@ def _matches(got: Output, form: Output, judge: judges.Judge, case: Case) -> bool
     return True
 
 
-def prove_traps_visible(check: Check, judge: judges.Judge, cases: list[Case]) -> None:
+def prove_traps_visible(check: Check, judge: Judge, cases: list[Case]) -> None:
     """Every form of every trap must be far from the right answer on some case, or the check
     could be passed by that very mistake."""
     rights = [judge.interface.expected(case) for case in cases]
@@ -116,13 +119,13 @@ def prove_traps_visible(check: Check, judge: judges.Judge, cases: list[Case]) ->
         check.proof(cases)
 
 
-def diagnose(check: Check, judge: judges.Judge, case: Case, got: Output) -> Trap | None:
+def diagnose(check: Check, judge: Judge, case: Case, got: Output) -> Trap | None:
     """The first of the check's traps one of whose forms ``got`` matches."""
     found = _diagnosis(check, judge, case, got)
     return found and found[0]
 
 
-def _diagnosis(check: Check, judge: judges.Judge, case: Case, got: Output) -> tuple | None:
+def _diagnosis(check: Check, judge: Judge, case: Case, got: Output) -> tuple | None:
     """``(trap, message)`` for the first of the check's traps one of whose forms ``got``
     matches, the message the one for the form it matched."""
     for trap in check.traps:
@@ -175,7 +178,7 @@ def _figures(submission, check: Check, make, *args) -> None:
 
 def _failure_figures(check: Check, submission, judge, case: Case, got: Output) -> dict:
     found = details.failure(judge, case, got)
-    if not isinstance(judge, judges.TwinJudge):
+    if judge.measured:
         found.update(details.max_error(judge, case, got))
     # The probe's picture once per TODO (on its first failing check): every check of that TODO
     # would show the same kernel's weights.
@@ -183,15 +186,17 @@ def _failure_figures(check: Check, submission, judge, case: Case, got: Output) -
     if check.todo not in shown:
         probe = submission.probe()
         if probe is not None:
-            found["probe"] = details.probe_details(*probe)
+            found["probe"] = kinds.home(judge.interface.name).probe_details(*probe)
             shown.add(check.todo)
     return found
 
 
-def _says_something(got: Output) -> bool:
+def _says_something(interface, got: Output) -> bool:
     """Whether some float output holds a finite value (written by the kernel)."""
     floats = [
-        np.asarray(v) for k, v in got.items() if not k.endswith(".unwritten") and not exact(k, v)
+        np.asarray(v)
+        for k, v in got.items()
+        if not k.endswith(".unwritten") and not exact(interface, k, v)
     ]
     return not floats or any(np.isfinite(v).any() for v in floats)
 
@@ -218,11 +223,8 @@ def _judge(check: Check, spec, submission) -> None:
     for case, label, got in runs:
         about = case.about + _ran_with(label)
         try:
-            if isinstance(judge, judges.TwinJudge):
-                evidence = judge.evidence(case, got, submission.output(case.twin))
-            else:
-                evidence = judge.evidence(case, got)
-        except judges.Blocked as exc:
+            evidence = judge.judge(case, got, submission)
+        except Blocked as exc:
             if blocked is None:
                 trap = diagnose(check, judge, case, got)
                 seen = f" Meanwhile, the output matches the trap {trap.id}." if trap else ""
@@ -230,7 +232,7 @@ def _judge(check: Check, spec, submission) -> None:
                 _figures(submission, check, _failure_figures, check, submission, judge, case, got)
             continue
         if evidence is None:
-            if not isinstance(judge, judges.TwinJudge):
+            if judge.measured:
                 figures.append(details.max_error(judge, case, got))
             continue
         found = _diagnosis(check, judge, case, got)
@@ -240,7 +242,7 @@ def _judge(check: Check, spec, submission) -> None:
             trap, message = found
             raise CheckFailed(f"{about}: {message}", trap.id)
         failed = failed or CheckFailed(f"{about}: {evidence}")
-        if _says_something(got):
+        if _says_something(judge.interface, got):
             raise failed
         # An output with no finite value tells no trap apart (on the H200, 04's first causal
         # case is a single 128-row tile, all NaN without its diagonal stage): its evidence is

@@ -36,33 +36,12 @@ Shapes (all numbers finite or null; null means NaN, inf or never written):
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from grader.judge import compare
+from grader import kinds
+from grader.kinds.base import error as _error
+from grader.kinds.base import num as _num
 from grader.model import Case, Output
-from kata import oracles
-
-MAX_BINS = 64  # query-row groups in an attention error profile
-MAX_TOKENS = 32  # tokens in a gating grid
-PROBE_N = 48  # the probe: 48 queries x 48 keys, three 16-key blocks
-
-
-def _num(x: float) -> float | None:
-    """A finite float with 3 significant digits (JSON has no NaN or inf), else None."""
-    x = float(x)
-    return float(f"{x:.3g}") if math.isfinite(x) else None
-
-
-def _error(got: np.ndarray, want: np.ndarray, unwritten: np.ndarray | None = None) -> np.ndarray:
-    """|got - want| in float64; NaN, inf and unwritten elements become inf."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.abs(np.asarray(got, np.float64) - np.asarray(want, np.float64))
-    err[~np.isfinite(err)] = np.inf
-    if unwritten is not None:
-        err[np.asarray(unwritten, bool).reshape(err.shape)] = np.inf
-    return err
 
 
 def max_error(judge, case: Case, got: Output) -> dict:
@@ -70,7 +49,7 @@ def max_error(judge, case: Case, got: Output) -> dict:
     keys = [
         k
         for k in judge.keys
-        if not k.startswith("idx") and not np.issubdtype(np.asarray(got[k]).dtype, np.integer)
+        if not judge.interface.exact(k) and not np.issubdtype(np.asarray(got[k]).dtype, np.integer)
     ]
     if not keys:
         return {"exact": True}
@@ -88,220 +67,7 @@ def merge(figures: list[dict]) -> dict:
     return {"max_error": worst, "tolerance": figures[0]["tolerance"]}
 
 
-def _attention(judge, case: Case, got: Output) -> dict:
-    want = judge.expected(case, got)["out"]
-    out = got["out"]
-    err = _error(out, want, got.get("out.unwritten"))
-    if out.ndim == 4:  # (B, H, S, D): the profile is over S, worst over batch and heads
-        B, H, S, D = out.shape
-        shape = {"B": B, "H": H, "S": S, "D": D}
-        per_row = err.max(axis=(0, 1, 3))
-        N = S
-    else:
-        M, D = out.shape
-        N = len(case.inputs["k"])
-        shape = {"M": M, "N": N, "D": D}
-        per_row = err.max(axis=1)
-    rows = len(per_row)
-    step = max(1, math.ceil(rows / MAX_BINS))
-    bins = [float(per_row[i : i + step].max()) for i in range(0, rows, step)]
-    bad = compare.bad_mask(out, want, judge.tol("out", case))
-    return {
-        "kind": "attention",
-        "case": case.name,
-        "hidden": case.hidden,
-        "shape": shape,
-        "block_m": case.block_m,
-        "block_n": case.block_n,
-        "causal": case.causal,
-        "bad_values": int(bad.sum()),
-        "values": int(bad.size),
-        "rows": rows,
-        "row_step": step,
-        "row_error": [_num(b) for b in bins],
-        "keys": N,
-    }
-
-
-def _valid(idx: np.ndarray, E: int) -> list[int | None]:
-    return [int(i) if 0 <= i < E else None for i in idx.astype(np.int64)]
-
-
-def _gating(judge, case: Case, got: Output) -> dict:
-    logits = case.inputs["logits"]
-    M, E = logits.shape
-    _, _, j0, j1 = oracles.top2_gating(logits)
-    i0, i1 = got["idx0"].astype(np.int64), got["idx1"].astype(np.int64)
-    w_sum = np.asarray(got["w0"], np.float64) + np.asarray(got["w1"], np.float64)
-    for key in ("w0", "w1"):
-        unwritten = got.get(f"{key}.unwritten")
-        if unwritten is not None:
-            w_sum[unwritten] = np.nan
-    if "w0" in judge.keys:  # the weights judge: what the weights of its own choices should be
-        want = judge.expected(case, got)
-        ok = judge.judged(case, got)
-        bad = ~ok | compare.bad_mask(got["w0"], want["w0"], judge.tol("w0", case))
-    else:
-        bad = (i0 != j0) | (i1 != j1)
-    # The first wrong tokens, then the first tokens, so the grid always shows what went wrong.
-    wrong = np.flatnonzero(bad)[: MAX_TOKENS // 2].tolist()
-    others = [i for i in range(M) if i not in set(wrong)][: MAX_TOKENS - len(wrong)]
-    tokens = sorted(wrong + others)
-    t = np.asarray(tokens, np.int64)
-    return {
-        "kind": "gating",
-        "case": case.name,
-        "hidden": case.hidden,
-        "shape": {"M": M, "E": E},
-        "bad_tokens": int(bad.sum()),
-        "tokens": tokens,
-        "chosen": [list(p) for p in zip(_valid(i0[t], E), _valid(i1[t], E))],
-        "expected": [[int(a), int(b)] for a, b in zip(j0[t], j1[t])],
-        "weight_sum": [_num(s) for s in w_sum[t]],
-        "expected_sum": 1.0,
-    }
-
-
-def _split_kv(judge, case: Case, got: Output) -> dict:
-    """08's merge: which rows are wrong, in out or in lse, and by how much (no picture yet)."""
-    want = judge.interface.expected(case)
-    err = _error(got["out"], want["out"], got.get("out.unwritten")).max(axis=1)
-    err = np.maximum(err, _error(got["lse"], want["lse"], got.get("lse.unwritten")))
-    tol = judge.interface.tolerance("out", case.dtype)
-    bad = compare.bad_mask(got["out"], want["out"], tol).any(axis=1)
-    bad |= compare.bad_mask(got["lse"], want["lse"], judge.interface.tolerance("lse", case.dtype))
-    B, S, D = case.inputs["acc"].shape
-    return {
-        "kind": "split-kv",
-        "case": case.name,
-        "hidden": case.hidden,
-        "shape": {"B": B, "S": case.params.get("NUM_SPLITS", S), "D": D},
-        "bad_rows": int(bad.sum()),
-        "rows": B,
-        "row_error": [_num(e) for e in err[:MAX_BINS]],
-    }
-
-
-def _ints(values, unwritten=None) -> list[int | None]:
-    """Integer outputs for JSON: None where the kernel never wrote."""
-    values = np.asarray(values, np.int64).reshape(-1)
-    mask = np.zeros(values.shape, bool) if unwritten is None else np.asarray(unwritten, bool)
-    return [None if m else int(v) for v, m in zip(values, mask.reshape(-1))]
-
-
-def _dispatch(judge, case: Case, got: Output) -> dict:
-    """09's grouped layout: which experts' counts or offsets are wrong, and which pairs got the
-    wrong row. Outputs only: an expert id of a pair is an input, and is not shown."""
-    want = judge.interface.expected(case)
-    M, K = np.shape(case.inputs["idx"])
-    E = case.params["E"]
-    per_expert = {}
-    bad_experts = np.zeros(E, bool)
-    for key in ("counts", "offsets"):
-        mine = np.asarray(got[key], np.int64)
-        unwritten = got.get(f"{key}.unwritten")
-        wrong = mine != want[key]
-        if unwritten is not None:
-            wrong |= np.asarray(unwritten, bool)
-        bad_experts |= wrong
-        per_expert[key] = {
-            "got": _ints(mine[:MAX_BINS], None if unwritten is None else unwritten[:MAX_BINS]),
-            "expected": _ints(want[key][:MAX_BINS]),
-        }
-    mine = np.asarray(got["slot"], np.int64).reshape(-1)
-    right = np.asarray(want["slot"], np.int64).reshape(-1)
-    wrong = mine != right
-    unwritten = got.get("slot.unwritten")
-    if unwritten is not None:
-        wrong |= np.asarray(unwritten, bool).reshape(-1)
-    pairs = np.flatnonzero(wrong)[:MAX_TOKENS]
-    shown = _ints(mine, unwritten)
-    return {
-        "kind": "dispatch",
-        "case": case.name,
-        "hidden": case.hidden,
-        "shape": {"M": int(M), "K": int(K), "E": int(E)},
-        **per_expert,
-        "bad_experts": int(bad_experts.sum()),
-        "bad_pairs": int(wrong.sum()),
-        "pairs": [int(p) for p in pairs],
-        "slots": [[shown[p], int(right[p])] for p in pairs],
-    }
-
-
 def failure(judge, case: Case, got: Output) -> dict:
-    """Where the output of a failing case is wrong, on the output's own shape: each
-    interface's outputs have their own figure."""
-    if "idx0" in got:
-        return _gating(judge, case, got)
-    if "lse" in got:
-        return _split_kv(judge, case, got)
-    if "token_of_slot" in got:
-        return _dispatch(judge, case, got)
-    if "out" in got:
-        return _attention(judge, case, got)
-    raise KeyError(f"no figure for outputs {sorted(got)}")
-
-
-# ---- the probe: the attention weights a 2-D attention kernel gives, key by key ----------------
-
-
-def probe_case(causal: bool) -> Case:
-    """v = identity, so out = the attention matrix itself: row i, column j is the weight query
-    i gave key j. Scores rise by ~3 per 16-key block, so every block raises the running
-    maximum (a missing rescale shows in every row), and future keys score highest (a missing
-    causal mask shows at once). A public, fixed input: nothing of a check's inputs."""
-    rng = np.random.default_rng(2113)
-    n = PROBE_N
-    q = 0.5 * rng.standard_normal((n, n))
-    k = 0.5 * rng.standard_normal((n, n))
-    q[:, 0] = 1.0
-    k[:, 0] = 3.0 * (np.arange(n) // 16) * math.sqrt(n)
-    inputs = {
-        "q": q.astype(np.float32),
-        "k": k.astype(np.float32),
-        "v": np.eye(n, dtype=np.float32),
-    }
-    return Case(
-        name="__probe__",
-        about="the picture's probe: v = identity",
-        inputs=inputs,
-        causal=causal,
-        hidden=False,
-    )
-
-
-LEVELS = 9  # probe errors: "." within tolerance, "1".."9" on a log scale, "x" NaN/inf/unwritten
-
-
-def probe_details(case: Case, got: Output) -> dict:
-    """``{"rows", "keys", "block_m", "block_n", "causal", "tolerance", "max_error", "levels"}``:
-    ``levels`` holds one string per query row, one character per key: how wrong the weight
-    that query gave that key is. "." is within the tolerance, "1" to "9" climb on a log scale
-    from the tolerance to ``max_error``, "x" is NaN, inf or never written. A text heatmap:
-    small in the JSON, and readable there too."""
-    want = oracles.attention(*(case.inputs[n] for n in "qkv"), causal=case.causal)
-    err = _error(got["out"], want, got.get("out.unwritten"))
-    tol = 1e-4  # the interface's atol for attention outputs
-    finite = err[np.isfinite(err)]
-    top = max(float(finite.max()) if finite.size else tol, tol * 10)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scaled = np.log(np.maximum(err, tol) / tol) / np.log(top / tol)
-    level = np.clip(np.ceil(scaled * LEVELS), 1, LEVELS).astype(int)
-    rows = []
-    for i in range(err.shape[0]):
-        chars = [
-            "x" if not np.isfinite(e) else "." if e <= tol else str(level[i, j])
-            for j, e in enumerate(err[i])
-        ]
-        rows.append("".join(chars))
-    return {
-        "rows": int(err.shape[0]),
-        "keys": int(err.shape[1]),
-        "block_m": case.block_m,
-        "block_n": case.block_n,
-        "causal": case.causal,
-        "tolerance": tol,
-        "max_error": _num(finite.max()) if finite.size else None,
-        "levels": rows,
-    }
+    """Where the output of a failing case is wrong, on the output's own shape: each kind's
+    figure (``grader/kinds/<kind>/figures.py``)."""
+    return kinds.home(judge.interface.name).failure(judge, case, got)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from grader.kinds.traps import TRAPS
+from grader.kinds import TRAPS
 from grader.report.records import CheckResult, ExerciseResult
 from kata import commands
 from kata.catalogue import find

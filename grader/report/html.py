@@ -17,13 +17,14 @@ from pathlib import Path
 
 import jinja2
 
+from grader import kinds
 from grader.judge import errors
-from grader.kinds.traps import TRAPS
+from grader.kinds import TRAPS
 from grader.report import cards as cards_text
-from grader.report import svg
 from grader.report.records import CheckResult, ExerciseResult, Report, edits_outside
-from kata import commands, interfaces
+from kata import commands
 from kata.catalogue import find
+from kata.kinds import get as interface_of
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 # Read when this module is imported, before any launcher of the grading runs: a page is drawn
@@ -52,11 +53,10 @@ def tolerance(ex: ExerciseResult, check: CheckResult) -> str:
     if (check.details or {}).get("exact"):
         return "exact indices"
     try:
-        interface = interfaces.get(find(ex.id).interface)
+        interface = interface_of(find(ex.id).interface)
     except KeyError:
         return ""
-    key = "w0" if "w0" in interface.outputs else "out"
-    atol, rtol = interface.tolerance(key, None)
+    atol, rtol = interface.tolerance(interface.outputs[0], None)  # the first output's
     return f"atol {atol:.0e}, rtol {rtol:.0e}"
 
 
@@ -83,48 +83,12 @@ def error_figure(check: CheckResult, ex: ExerciseResult | None = None) -> str:
     return text
 
 
-def pictures(check: CheckResult) -> list[tuple[str, object]]:
-    """(caption, inline SVG) for each picture of where a failed check's output is wrong."""
-    found = []
-    details = check.details or {}
-    if details.get("probe"):
-        found.append(
-            (
-                "Your kernel's attention weights on a probe (48 queries x 48 keys, v = identity, so "
-                "output column j is the weight of key j), against the right ones. Blue lines: the "
-                "16 x 16 tiles.",
-                svg.probe_heatmap(details["probe"]),
-            )
-        )
-    if details.get("kind") == "attention" and details.get("row_error"):
-        shape = ", ".join(f"{k}={v}" for k, v in details["shape"].items())
-        found.append(
-            (
-                f"{check.id}: where the output is wrong, row by row ({shape}).",
-                svg.row_profile(details),
-            )
-        )
-    if details.get("kind") == "gating":
-        shape = details["shape"]
-        shown = len(details["tokens"])
-        more = f"; {shown} of {shape['M']} tokens shown" if shown < shape["M"] else ""
-        found.append(
-            (
-                f"{check.id}: experts chosen and expected per token ({shape['M']} tokens x "
-                f"{shape['E']} experts{more}).",
-                svg.gating_grid(details),
-            )
-        )
-    if details.get("kind") == "dispatch":
-        shape = ", ".join(f"{k}={v}" for k, v in details["shape"].items())
-        found.append(
-            (
-                f"{check.id}: each expert's count and first row, and the pairs on the wrong row "
-                f"({shape}).",
-                svg.dispatch_layout(details),
-            )
-        )
-    return found
+def pictures(check: CheckResult, interface: str) -> list[tuple[str, object]]:
+    """(caption, inline SVG) for each picture of where a failed check's output is wrong: the
+    pictures of the exercise's kind (``grader/kinds/<kind>/pictures.py``); none for a kind that
+    draws none."""
+    drawer = kinds.pictures(interface)
+    return drawer.pictures(check) if drawer else []
 
 
 def cards(ex: ExerciseResult) -> list[dict]:
@@ -132,6 +96,10 @@ def cards(ex: ExerciseResult) -> list[dict]:
     it, the invariant that broke, the TODO to revisit and where it is, the next hint command,
     and the pictures."""
     found: dict[str, dict] = {}
+    try:
+        interface = find(ex.id).interface
+    except KeyError:  # not an exercise of the kata: nothing to draw
+        interface = ""
     for check in ex.checks:
         if check.status not in ("failed", "blocked") or check.note:
             continue
@@ -151,7 +119,7 @@ def cards(ex: ExerciseResult) -> list[dict]:
         card["hidden"] |= check.hidden
         if check.status == "failed":
             card["status"] = "failed"
-        card["pictures"] += pictures(check)
+        card["pictures"] += pictures(check, interface)
         if (check.details or {}).get("figure_error"):
             card["unpictured"].append((check.id, check.details["figure_error"]))
     return list(found.values())

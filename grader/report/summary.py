@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from grader.judge import errors
-from grader.kinds.traps import TRAPS
+from grader.kinds import TRAPS
 from grader.report import cards
 from grader.report.records import ExerciseResult, Report, edits_outside
 from kata import commands, terminal

@@ -325,7 +325,7 @@ def record_launches(interface, torch, case) -> list[tuple[tuple, dict]]:
     from kata import runtime
 
     recorder = Recorder()
-    interface.launch(torch, recorder, case, runtime.DEVICE)
+    interface.launch(recorder, case, runtime.DEVICE)
     return recorder.calls
 
 
@@ -486,11 +486,13 @@ def _signature_key(args: tuple, kwargs: dict) -> tuple:
 # ---- 3. launch --------------------------------------------------------------------------------
 
 
-def _arrays(torch, interfaces, outputs: dict) -> dict:
+def _arrays(torch, outputs: dict) -> dict:
     """Each output as float32 / int32 NumPy, with its unwritten mask."""
+    from kata.kinds import base
+
     found = {}
     for key, tensor in outputs.items():
-        found[f"{key}.unwritten"] = interfaces.unwritten(torch, tensor).cpu().numpy()
+        found[f"{key}.unwritten"] = base.unwritten(tensor).cpu().numpy()
         if tensor.dtype in (torch.float16, torch.bfloat16):
             tensor = tensor.float()
         found[key] = tensor.cpu().numpy()
@@ -595,7 +597,7 @@ def run_reversed(fd: int, job: dict, interface, torch, kernel, ran: list) -> lis
     one that raises, as the case's error. Returns the cases whose outputs depended on the order.
     The picture's probe (``__probe__``), judged by no check, is not run again."""
     from grader.judge import errors
-    from kata import interfaces, runtime
+    from kata import runtime
 
     depended = []
     for case, config, natural in ran:
@@ -605,8 +607,8 @@ def run_reversed(fd: int, job: dict, interface, torch, kernel, ran: list) -> lis
         send(fd, "reversing", name=case.name, config=label)
         try:
             with order.reversed_programs():
-                outputs = interface.launch(torch, Pinned(kernel, config), case, runtime.DEVICE)
-                arrays = _arrays(torch, interfaces, outputs)
+                outputs = interface.launch(Pinned(kernel, config), case, runtime.DEVICE)
+                arrays = _arrays(torch, outputs)
         except BaseException as exc:
             send(
                 fd,
@@ -635,7 +637,7 @@ def compile_only(fd: int, job: dict) -> int:
     import torch
 
     from grader.judge import errors
-    from kata import catalogue, interfaces
+    from kata import catalogue, kinds
 
     assert runtime.BACKEND == runtime.COMPILER, "run with KATA_DEVICE=compiler"
     errors.use_lines(job.get("lines"), job.get("regions"))
@@ -651,7 +653,7 @@ def compile_only(fd: int, job: dict) -> int:
         found["error"] = kernel_problem(module, exercise, interpreted=True)
     if not found["error"]:
         try:
-            found.update(compile_for_gpu(job, interfaces.get(job["interface"]), torch, module))
+            found.update(compile_for_gpu(job, kinds.get(job["interface"]), torch, module))
         except BaseException as exc:  # the file's own host code, anything
             found["error"] = "compiling the kernel failed: " + errors.explain(exc, job["file"])
     send(fd, "compiled", seconds=round(time.monotonic() - start, 2), **found)
@@ -695,7 +697,7 @@ def run_cases(fd: int, job: dict, interface, torch, kernel, exercise, configs, w
     failed. Returns ``(case, configuration, outputs)`` of each run that ended well, for the
     reversed runs."""
     from grader.judge import errors
-    from kata import interfaces, runtime
+    from kata import runtime
 
     file = job["file"]
     refused = {(name, label): message for name, label, message in job.get("refused", [])}
@@ -717,12 +719,12 @@ def run_cases(fd: int, job: dict, interface, torch, kernel, exercise, configs, w
                 continue
             before_launches = watch.launches
             try:
-                outputs = interface.launch(torch, Pinned(kernel, config), case, runtime.DEVICE)
+                outputs = interface.launch(Pinned(kernel, config), case, runtime.DEVICE)
                 if runtime.DEVICE == "cuda":
                     torch.cuda.synchronize()
                 if watch.launches == before_launches:
                     raise errors.NotLaunched(f"`{exercise.kernel}` never reached a Triton launch")
-                arrays = _arrays(torch, interfaces, outputs)
+                arrays = _arrays(torch, outputs)
             except BaseException as exc:
                 message = errors.explain(exc, file)
                 fatal = runtime.DEVICE == "cuda" and "CUDA" in f"{type(exc).__name__} {exc}"
@@ -774,14 +776,14 @@ def main(fd: int, job: dict) -> int:
 
     from grader.judge import errors
     from grader.run import timing
-    from kata import catalogue, interfaces
+    from kata import catalogue, kinds
 
     errors.use_lines(job.get("lines"), job.get("regions"))
     watchdog(fd, job)
     watch = Watch(runtime.INTERPRETER)
     if runtime.INTERPRETER:
         order.install()  # before the file is imported
-    interface = interfaces.get(job["interface"])
+    interface = kinds.get(job["interface"])
     exercise = catalogue.find(job["stem"])
 
     status = {"backend": runtime.describe(), "loaded": False, "warnings": [], "error": None}

@@ -30,8 +30,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from grader import specs
-from grader.judge import details
+from grader import kinds, specs
 from grader.model import Case, Output
 from grader.report.records import CheckResult, ExerciseResult, line_spans
 from grader.run import discover, isolation, launcher, process, rules, splice, timing
@@ -232,7 +231,7 @@ def launch(
     TODO's lines in ``shown``, lets a message name the TODO of a line."""
     shown = text if shown is None else shown
     cases = list(spec.cases.values())
-    probe = details.probe_case(spec.exercise.causal) if spec.interface.name == "attention" else None
+    probe = kinds.probe(spec.interface.name, spec.exercise.causal)
     if probe is not None:
         cases.append(probe)  # last: its launch can delay no judged case
     result = Launch(probe=probe)
@@ -362,8 +361,10 @@ def prepare() -> None:
         import pytest  # noqa: F401
         from pytest_jsonreport.plugin import JSONReport
 
-        from grader.judge import checking, compare, details, errors, plugin  # noqa: F401
-        from grader.kinds import traps  # noqa: F401
+        from grader.judge import checking, details, errors, plugin  # noqa: F401
+
+        for name in kinds.KINDS:  # every kind's home
+            kinds.home(name)
         from grader.report import cards, gradescope, records, summary, svg  # noqa: F401
 
         try:
@@ -374,6 +375,8 @@ def prepare() -> None:
             pages = html.environment()
             for name in html.SOURCES:  # compiled from memory: imports what drawing imports
                 pages.get_template(name)
+            for name in kinds.KINDS:  # what drawing a kind imports
+                kinds.pictures(name)
         # What reading a launcher's records imports (an .npz's member names are cp437).
         launcher.receive(io.BytesIO(_sample_record()))
         stub = plugin.KataPlugin(_NoChecks(), Launch())

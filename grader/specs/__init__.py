@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 
 from grader.model import Case, Check
-from kata import interfaces
+from kata import kinds
 from kata.catalogue import Exercise, find
 
 HERE = Path(__file__).resolve().parent
@@ -46,8 +46,8 @@ class Spec:
     forbidden: tuple = ()  # public.py's FORBIDDEN: grader.model.Forbidden rules
 
     @property
-    def interface(self) -> interfaces.Interface:
-        return interfaces.get(self.exercise.interface)
+    def interface(self):
+        return kinds.get(self.exercise.interface)
 
     def checks_for(self, todo: str | None) -> list[Check]:
         return [c for c in self.checks if c.todo == todo]

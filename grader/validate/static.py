@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from grader import specs
-from grader.kinds.traps import TRAPS
+from grader.kinds import TRAPS
 from grader.validate import gallery
 from kata import regions, skeletons
 from kata.authoring import generate, new

@@ -2,8 +2,8 @@
 
 * The student handout: exercises, the manifest (hints included), docs, README, noxfile and the
   grader's machinery with only its *public* checks. One rule keeps the instructor's part out:
-  no ``hidden.py`` under ``grader/specs/``, no ``grader/specs/*/gallery/``, no instructor tools, no
-  solutions. Unzipped on its own, the README's commands work and ``nox -s grade`` gives 0.
+  no ``hidden.py`` under ``grader/specs/``, no ``grader/specs/*/gallery/``, no kind's
+  ``boundary.py``, no instructor tools, no solutions. Unzipped on its own, the README's commands work and ``nox -s grade`` gives 0.
 * The Gradescope autograder: ``setup.sh`` and ``run_autograder`` at the top, the kata and the
   full grader beside them; it grades ``/autograder/submission`` into
   ``/autograder/results/results.json``, in the CPU interpreter or on CUDA where present.
@@ -26,15 +26,19 @@ DIST = ROOT / "dist"
 # modules beside the student's (the case generators for hidden checks, the Gradescope entry
 # point, the docs generator).
 INSTRUCTOR_STAGES = {"classroom", "validate"}
-INSTRUCTOR_TOOLS = {"grader/specs/boundary.py", "grader/autograder.py", "kata/authoring/docs.py"}
+INSTRUCTOR_TOOLS = {"grader/autograder.py", "kata/authoring/docs.py"}
 INSTRUCTOR_DOCS = {"instructors.md", "bench_h200.json", "mutants.md"}  # not for the student handout
 
 
 def instructors_only(relative: Path) -> bool:
     """The one rule of the handout: hidden checks, galleries and instructor tools stay out."""
     parts = relative.parts
-    if relative.as_posix() in INSTRUCTOR_TOOLS:
-        return True
+    if (
+        relative.as_posix() in INSTRUCTOR_TOOLS
+        or relative.match("grader/kinds/*/boundary.py")
+        or relative.match("grader/kinds/*/hidden.py")
+    ):
+        return True  # a kind's boundary classes and hidden cases say where the hidden cases sit
     if parts[0] != "grader" or len(parts) < 3:
         return False
     hidden = ("hidden.py", "equivalent-mutants.toml")  # the latter quotes the reference code

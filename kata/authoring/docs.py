@@ -1,6 +1,6 @@
 """``python -m kata.authoring.docs``: the parts of the docs that are generated from the code.
 
-* ``docs/traps.md``: the trap catalogue, one section per trap of ``grader.kinds.traps.TRAPS`` (its TODO,
+* ``docs/traps.md``: the trap catalogue, one section per trap of ``grader.kinds.TRAPS`` (its TODO,
   the checks that can name it, the skeletons that have it, its summary, hint, message and the
   ``why`` prose written into the trap);
 * ``docs/exercises/<stem>.md``: the table of the exercise's public and hidden checks;
@@ -27,7 +27,7 @@ import textwrap
 from pathlib import Path
 
 from grader import specs
-from grader.kinds.traps import TRAPS
+from grader.kinds import TRAPS
 from grader.model import Check, Trap
 from kata.authoring import bench_docs
 from kata.catalogue import ALL_EXERCISES, ROOT, Exercise

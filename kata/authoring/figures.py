@@ -77,10 +77,10 @@ def causal_tiles(M: int = 40, N: int = 56, block_m: int = 16, block_n: int = 16)
 
 
 def raw_top2_sums() -> Path:
-    gating = _solution("03").moe_top2_gating
+    route = _solution("03").moe_top2_gating
     torch.manual_seed(0)
     logits = torch.randn(6, 8)  # the chapter's worked example
-    _, _, i0, i1 = (t.cpu().long() for t in gating(logits.to(runtime.DEVICE)))
+    _, _, i0, i1 = (t.cpu().long() for t in route(logits.to(runtime.DEVICE)))
     probs = oracles.softmax(logits)
     rows = np.arange(6)
     raw = probs[rows, i0.numpy()] + probs[rows, i1.numpy()]

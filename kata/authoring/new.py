@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kata import catalogue, interfaces
+from kata import catalogue, kinds
 from kata.catalogue import ALL_EXERCISES, EXERCISES, ROOT, SOLUTIONS, TRACK_NAMES
 
 STEM = re.compile(r"(?P<number>\d\d)_(?P<name>[a-z][a-z0-9_]*)")
@@ -71,7 +71,7 @@ def model_of(interface: str) -> catalogue.Exercise:
     for ex in ALL_EXERCISES:
         if ex.interface == interface:
             return ex
-    known = ", ".join(sorted(interfaces.INTERFACES))
+    known = ", ".join(sorted(kinds.KINDS))
     raise ScaffoldError(f"no exercise uses interface {interface!r} yet (known: {known})")
 
 
@@ -188,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--interface",
         required=True,
-        choices=sorted(interfaces.INTERFACES),
-        help="the kernel's fixed parameters and launch (kata/interfaces.py)",
+        choices=sorted(kinds.KINDS),
+        help="the kernel's fixed parameters and launch (kata/kinds/)",
     )
     p.add_argument("--track", default="extensions", help="core, performance or extensions")
     p.add_argument("--title", help="a few words for the manifest and the page")

@@ -5,11 +5,14 @@ rescale) or by just 0.001 (a rescale skipped while alpha is near 1), a maximum t
 after the first block (a reference point that is not the running maximum overflows), rows whose
 every score is near -150 (a running maximum that starts at 0 underflows to 0/0), 30x scores
 (exp overflows without a running maximum), and sizes one past, one short of and a whole number
-of tiles with M < N and M > N, for 16x16 and 16x32 tiles (``grader.specs.boundary``). Strides and
+of tiles with M < N and M > N, for 16x16 and 16x32 tiles (``grader.kinds.attention.boundary``). Strides and
 half-precision inputs are handled by given code: they are 0-point notes.
 """
 
-from grader.kinds.traps import (
+from grader.kinds.attention import boundary
+from grader.kinds.attention.hidden import ATTENTION_NOTES, attention_cases
+from grader.kinds.attention.inputs import all_low, falling, growing, qkv
+from grader.kinds.attention.traps import (
     ACC_NOT_RESCALED,
     ACC_RESCALED_AFTER_ADD,
     ALPHA_APPLIED_TWICE,
@@ -17,9 +20,6 @@ from grader.kinds.traps import (
     RUNNING_MAX_NOT_FROM_NEG_INF,
 )
 from grader.model import Case, Check, right, wrong
-from grader.specs import boundary
-from grader.specs.hidden import ATTENTION_NOTES, attention_cases
-from grader.specs.inputs import all_low, falling, growing, qkv
 
 # fmt: off
 CASES = [

@@ -1,8 +1,12 @@
 """Exercise 01, public checks: what the student handout grades with (TODO rescale-acc)."""
 
-from grader.kinds.traps import ACC_NOT_RESCALED, ACC_RESCALED_AFTER_ADD, ALPHA_APPLIED_TWICE
+from grader.kinds.attention.inputs import growing, qkv
+from grader.kinds.attention.traps import (
+    ACC_NOT_RESCALED,
+    ACC_RESCALED_AFTER_ADD,
+    ALPHA_APPLIED_TWICE,
+)
 from grader.model import Case, Check
-from grader.specs.inputs import growing, qkv
 
 SKELETON_TRAPS = ("acc-not-rescaled",)
 

@@ -2,7 +2,7 @@
 
 For 16x16, 16x32, 32x16, 64x16 and 128x32 tiles (the last two: a query block over more than two
 key tiles, so its diagonal crosses four of them), sizes one past, one short of and a whole number
-of tiles, with M < N, M > N (top-left alignment) and M = N (``grader.specs.boundary``); besides
+of tiles, with M < N, M > N (top-left alignment) and M = N (``grader.kinds.attention.boundary``); besides
 them, the
 chapter's example, one query row, and two hostile cases: scores that climb by 8 per key, so that
 inside one tile a row's future keys score up to 120 above its own (a mask applied after the max
@@ -10,16 +10,16 @@ and the exponential loses the row), and scores near -150 (a finite mask value li
 beat them). Strides and half-precision inputs are handled by given code: they are 0-point notes.
 """
 
-from grader.kinds.traps import (
+from grader.kinds.attention import boundary
+from grader.kinds.attention.hidden import ATTENTION_NOTES, attention_cases
+from grader.kinds.attention.inputs import all_low, future_high, growing, qkv
+from grader.kinds.attention.traps import (
     CAUSAL_BOTTOM_RIGHT,
     CAUSAL_MASK_AFTER_EXP,
     CAUSAL_MASK_MISSING,
     CAUSAL_MASK_OFF_BY_ONE,
 )
 from grader.model import Case, Check, Expect, right, wrong
-from grader.specs import boundary
-from grader.specs.hidden import ATTENTION_NOTES, attention_cases
-from grader.specs.inputs import all_low, future_high, growing, qkv
 
 # fmt: off
 CASES = [

@@ -1,8 +1,8 @@
 """Exercise 02, public checks: what the student handout grades with (TODO causal-mask)."""
 
-from grader.kinds.traps import CAUSAL_MASK_MISSING, CAUSAL_MASK_OFF_BY_ONE
+from grader.kinds.attention.inputs import qkv
+from grader.kinds.attention.traps import CAUSAL_MASK_MISSING, CAUSAL_MASK_OFF_BY_ONE
 from grader.model import Case, Check
-from grader.specs.inputs import qkv
 
 SKELETON_TRAPS = ("causal-mask-missing",)
 

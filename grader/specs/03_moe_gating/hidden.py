@@ -6,7 +6,7 @@ checks only at the weights, on the tokens where the kernel chose two distinct, v
 negative logits with padded experts (a 0 fill beats them), one logit 200 above the rest (in
 float32 the other probabilities underflow to exactly 0, which a 0 fill ties with), exact ties
 (the lowest index wins, as tl.argmax does). Every weights check also gets logits beyond
-float32's exp range (``grader.specs.boundary.extremes``): near +100, near -120, both in one row, tied
+float32's exp range (``grader.kinds.gating.boundary.extremes``): near +100, near -120, both in one row, tied
 there. Weights from exp() of raw logits come out inf / inf or 0 / 0 on them; when the given
 softmax is what drops the maximum, the renormalization checks, the only judges of the weights,
 charge it all the same. Strided rows are given code: a 0-point note.
@@ -14,7 +14,9 @@ charge it all the same. Strided rows are given code: a 0-point note.
 
 import numpy as np
 
-from grader.kinds.traps import (
+from grader.kinds.gating import boundary
+from grader.kinds.gating.inputs import dominant, logits, ties
+from grader.kinds.gating.traps import (
     TIES_NOT_LOWEST_INDEX,
     TOP1_FILL_TOO_HIGH,
     TOP1_MASKED_BY_VALUE,
@@ -22,9 +24,7 @@ from grader.kinds.traps import (
     WEIGHTS_NOT_RENORMALIZED,
 )
 from grader.model import Case, Check, right, wrong
-from grader.specs import boundary
-from grader.specs.inputs import dominant, logits, ties
-from kata import oracles
+from kata.kinds.gating import softmax
 
 
 def _raw_sums_vary(cases: list[Case]) -> None:
@@ -32,7 +32,7 @@ def _raw_sums_vary(cases: list[Case]) -> None:
     from grader.model import GraderError
 
     for case in cases:
-        probs = -np.sort(-oracles.softmax(case.inputs["logits"]), axis=1)
+        probs = -np.sort(-softmax(case.inputs["logits"]), axis=1)
         raw = probs[:, 0] + probs[:, 1]
         if 1.0 - raw.max() < 0.05 or raw.max() - raw.min() < 0.1:
             raise GraderError(

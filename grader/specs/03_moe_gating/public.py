@@ -1,9 +1,9 @@
 """Exercise 03, public checks: what the student handout grades with (TODOs top2-mask and
 renormalize)."""
 
-from grader.kinds.traps import TOP2_NOT_MASKED, WEIGHTS_NOT_RENORMALIZED
+from grader.kinds.gating.inputs import logits, ties
+from grader.kinds.gating.traps import TOP2_NOT_MASKED, WEIGHTS_NOT_RENORMALIZED
 from grader.model import Case, Check
-from grader.specs.inputs import logits, ties
 
 SKELETON_TRAPS = ("top2-not-masked", "weights-not-renormalized")
 

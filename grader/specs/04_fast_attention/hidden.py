@@ -8,9 +8,9 @@ that spans two key tiles), and sequence lengths one past and one short of a tile
 tile that is mostly padding), causal or not.
 """
 
-from grader.kinds.traps import DIAGONAL_STAGE_MISSING, EXP2_CONSTANT_WRONG
+from grader.kinds.bhsd_attention.inputs import bhsd
+from grader.kinds.bhsd_attention.traps import DIAGONAL_STAGE_MISSING, EXP2_CONSTANT_WRONG
 from grader.model import Case, Check, right, wrong
-from grader.specs.inputs import bhsd
 
 
 def _tiles(bm: int, bn: int, tma: bool, warps: int = 4, stages: int = 2) -> dict:

@@ -1,8 +1,8 @@
 """Exercise 04 (performance track), public checks and the shapes timed against torch."""
 
-from grader.kinds.traps import DIAGONAL_STAGE_MISSING, EXP2_CONSTANT_WRONG
+from grader.kinds.bhsd_attention.inputs import bhsd
+from grader.kinds.bhsd_attention.traps import DIAGONAL_STAGE_MISSING, EXP2_CONSTANT_WRONG
 from grader.model import Case, Check
-from grader.specs.inputs import bhsd
 
 SKELETON_TRAPS = ("exp2-constant-wrong", "diagonal-stage-missing")
 

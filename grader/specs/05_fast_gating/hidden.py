@@ -1,14 +1,11 @@
 """Exercise 05 (performance track), the instructor's checks and gallery."""
 
-from grader.kinds.traps import (
-    ONE_TOKEN_PER_TILE,
-    TIES_NOT_LOWEST_INDEX,
-    TOP1_FILL_TOO_HIGH,
-    TOP2_NOT_MASKED,
-)
+from grader.kinds.base import round_to
+from grader.kinds.gating import boundary
+from grader.kinds.gating.inputs import dominant, logits, ties
+from grader.kinds.gating.traps import TIES_NOT_LOWEST_INDEX, TOP1_FILL_TOO_HIGH, TOP2_NOT_MASKED
+from grader.kinds.tiled_gating.traps import ONE_TOKEN_PER_TILE
 from grader.model import Case, Check, right, wrong
-from grader.specs import boundary
-from grader.specs.inputs import dominant, logits, round_to, ties
 
 # The grader pins how many tokens a program owns (the kernel's autotuner would pick one of its
 # own): 16 (the interpreter's old only choice), 32, 64 and 128, and, for fp32 and for bf16

@@ -1,8 +1,9 @@
 """Exercise 05 (performance track), public checks and the shapes timed against torch."""
 
-from grader.kinds.traps import ONE_TOKEN_PER_TILE, TOP2_NOT_MASKED
+from grader.kinds.gating.inputs import logits
+from grader.kinds.gating.traps import TOP2_NOT_MASKED
+from grader.kinds.tiled_gating.traps import ONE_TOKEN_PER_TILE
 from grader.model import Case, Check
-from grader.specs.inputs import logits
 
 SKELETON_TRAPS = ("one-token-per-tile",)
 

@@ -9,18 +9,18 @@ lies apart from its diagonal (with 32-row blocks it crosses three 16-key tiles, 
 M > N with WINDOW = N and WINDOW = M - 1 (longer than the cache, yet not plain causal: rows from
 WINDOW on lose their oldest keys); windows of 15 and 16 keys under 32-row blocks, where the
 block's own diagonal key tiles hold keys older than its last rows' windows
-(``grader.specs.boundary``). Two hostile cases: scores that fall by 8
+(``grader.kinds.attention.boundary``). Two hostile cases: scores that fall by 8
 per key position, so that the keys just older than a row's window score up to 250 above the
 window's own (a mask applied after the max and the exponential loses the row), and scores near
 -150 (a finite mask value like -100 would beat them). Strides and half-precision inputs are
 handled by given code: they are 0-point notes.
 """
 
-from grader.kinds.traps import WINDOW_IGNORED, WINDOW_OFF_BY_ONE
+from grader.kinds.attention import boundary
+from grader.kinds.attention.hidden import ATTENTION_NOTES, attention_cases
+from grader.kinds.attention.inputs import all_low, future_high, growing, qkv
+from grader.kinds.window_attention.traps import WINDOW_IGNORED, WINDOW_OFF_BY_ONE
 from grader.model import Case, Check, right, wrong
-from grader.specs import boundary
-from grader.specs.hidden import ATTENTION_NOTES, attention_cases
-from grader.specs.inputs import all_low, future_high, growing, qkv
 
 # fmt: off
 CASES = [

@@ -1,9 +1,9 @@
 """Exercise 06 (extensions track), public checks: what the student handout grades with
 (TODO window-mask)."""
 
-from grader.kinds.traps import WINDOW_IGNORED, WINDOW_OFF_BY_ONE
+from grader.kinds.attention.inputs import qkv
+from grader.kinds.window_attention.traps import WINDOW_IGNORED, WINDOW_OFF_BY_ONE
 from grader.model import Case, Check
-from grader.specs.inputs import qkv
 
 SKELETON_TRAPS = ("window-ignored",)
 

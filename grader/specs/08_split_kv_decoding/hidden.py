@@ -1,8 +1,8 @@
 """Exercise 08 (extensions track), the instructor's checks and gallery (TODO merge).
 
-The merge kernel is graded on partials the grader computes itself (``grader.specs.inputs``), so
+The merge kernel is graded on partials the grader computes itself (``grader.kinds.split_kv_merge.inputs``), so
 that a check judges its TODO and nothing else: real decoding steps cut into splits against the
-boundary classes of ``grader.specs.boundary.split_kv`` (cache lengths one key past, one short of
+boundary classes of ``grader.kinds.split_kv_merge.boundary.split_kv`` (cache lengths one key past, one short of
 and a whole number of splits; lengths that leave the last splits empty, down to a single key;
 NUM_SPLITS = 1, powers of two and not, so that slots are padded; D = 16 and D not a power of two;
 four query rows per cache), and three hostile kinds beside ordinary rows: scores near +200
@@ -13,7 +13,8 @@ buffers wider than their splits (a row stride past NUM_SPLITS, NaN beyond) are r
 code: a 0-point note.
 """
 
-from grader.kinds.traps import (
+from grader.kinds.split_kv_merge.boundary import split_kv
+from grader.kinds.split_kv_merge.traps import (
     LSE_BASE_2,
     LSE_MISSING_MAX,
     MERGE_ACC_NOT_RESCALED,
@@ -22,7 +23,6 @@ from grader.kinds.traps import (
     SPLIT_PARTIALS_AVERAGED,
 )
 from grader.model import Case, Check, right, wrong
-from grader.specs.boundary import split_kv
 
 _PADDED = {"m": "padded", "l": "padded", "acc": "padded"}
 # fmt: off

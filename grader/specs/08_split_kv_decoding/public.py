@@ -1,7 +1,8 @@
 """Exercise 08 (extensions track), public checks: what the student handout grades with
 (TODO merge)."""
 
-from grader.kinds.traps import (
+from grader.kinds.split_kv_merge.boundary import split_kv
+from grader.kinds.split_kv_merge.traps import (
     LSE_BASE_2,
     LSE_MISSING_MAX,
     MERGE_ACC_NOT_RESCALED,
@@ -9,7 +10,6 @@ from grader.kinds.traps import (
     SPLIT_PARTIALS_AVERAGED,
 )
 from grader.model import Check
-from grader.specs.boundary import split_kv
 
 SKELETON_TRAPS = ("split-partials-averaged",)
 

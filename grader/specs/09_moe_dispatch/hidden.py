@@ -7,7 +7,7 @@ offsets and the slots (``dispatch-slots``). The capacity checks judge the whole 
 grouped buffer's rows included (``dispatch-capacity``), and are blocked until the slots are
 right: a pair's rank decides both its row and whether it is dropped.
 
-Boundary classes (``grader.specs.boundary``), with 16-pair blocks unless a case says otherwise:
+Boundary classes (``grader.kinds.moe_dispatch.boundary``), with 16-pair blocks unless a case says otherwise:
 pair counts one short of, a whole number of and one past the blocks (K = 1 and K = 3; K = 2
 gives even counts only, two short and two past), E = 8, 9 (2^3 + 1), 16 and 60 (a padded
 histogram), experts with no pair (the last one among them), one expert taking half the tokens
@@ -18,7 +18,9 @@ block's first pair (the carry equal to CAPACITY there), the hottest expert the l
 extra pairs would land past the last row filled).
 """
 
-from grader.kinds.traps import (
+from grader.kinds.moe_dispatch import boundary
+from grader.kinds.moe_dispatch.inputs import routing
+from grader.kinds.moe_dispatch.traps import (
     CAPACITY_NOT_APPLIED,
     CAPACITY_OFF_BY_ONE,
     DISPATCH_INCLUSIVE_RANK,
@@ -29,8 +31,6 @@ from grader.kinds.traps import (
     DISPATCH_RANK_RESTARTS,
 )
 from grader.model import Case, Check, Expect, right, wrong
-from grader.specs import boundary
-from grader.specs.inputs import routing
 
 
 def _case(name, about, idx, E, capacity=None, block=16):

@@ -1,7 +1,8 @@
 """Exercise 09 (extensions track), public checks: what the student handout grades with
 (TODOs dest-slot and capacity-drop)."""
 
-from grader.kinds.traps import (
+from grader.kinds.moe_dispatch.inputs import routing
+from grader.kinds.moe_dispatch.traps import (
     CAPACITY_NOT_APPLIED,
     CAPACITY_OFF_BY_ONE,
     DISPATCH_INCLUSIVE_RANK,
@@ -10,7 +11,6 @@ from grader.kinds.traps import (
     DISPATCH_RANK_RESTARTS,
 )
 from grader.model import Case, Check, Forbidden
-from grader.specs.inputs import routing
 
 SKELETON_TRAPS = ("dispatch-not-grouped", "capacity-not-applied")
 

@@ -31,39 +31,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
+from grader.kinds.attention import inputs
+from grader.kinds.base import NUMBERS, against, tiles_of, word
 from grader.model import Case
-from grader.specs import inputs
-
-_NUMBERS = ("no", "a", "two", "three", "four", "five", "six", "seven", "eight")
-
-
-def residue(n: int, tile: int) -> int:
-    """``n`` modulo ``tile``, written -1 when one short of a whole number of tiles."""
-    r = n % tile
-    return -1 if r == tile - 1 else r
-
-
-def _word(count: int) -> str:
-    return _NUMBERS[count] if count < len(_NUMBERS) else str(count)
-
-
-def _tiles(count: int, size: str) -> str:
-    return f"{_word(count)} {size}" + ("s" if count > 1 else "")
-
-
-def against(n: int, tile: int, unit: str, group: str) -> str:
-    """``n`` units against tiles of ``tile``, in words: "one key short of two 16-key tiles"."""
-    k, r = divmod(n, tile)
-    size = f"{tile}-{unit} {group}"
-    if r == 0:
-        return f"exactly {_tiles(k, size)}"
-    if r == 1:
-        return f"one {unit} past {_tiles(k, size)}" if k else f"one {unit}"
-    if r == tile - 1:
-        return f"one {unit} short of {_tiles(k + 1, size)}"
-    return f"{_word(r)} {unit}s past {_tiles(k, size)}"
 
 
 @dataclass(frozen=True)
@@ -155,15 +125,15 @@ def windows(block_m: int = 16, block_n: int = 16) -> list[Shape]:
             0: "on a key tile's first key",
             1: "one key into a key tile",
             block_n - 1: "on a key tile's last key",
-        }.get(into, f"{_word(into)} keys into a key tile")
+        }.get(into, f"{word(into)} keys into a key tile")
         before = r0 // block_n - oldest // block_n
         what = (
             f"WINDOW {against(window, block_n, 'key', 'tile')}; rows {r0}-{r0 + block_m - 1}'s "
-            f"windows begin {where}, {_tiles(before, 'tile')} before their diagonal"
+            f"windows begin {where}, {tiles_of(before, 'tile')} before their diagonal"
         )
         span = edge_tiles(shape)
         if span >= 3:
-            what += f", and their window edge crosses {_tiles(span, f'{block_n}-key tile')}"
+            what += f", and their window edge crosses {tiles_of(span, f'{block_n}-key tile')}"
         shapes.append(Shape(M, M, block_m, block_n, window=window, what=what))
     return shapes
 
@@ -229,7 +199,7 @@ def creep(seed: int, M: int = 16, N: int = 64, D: int = 16, block_n: int = 16) -
     """Row maxima that rise by 0.001 per key tile: alpha = 0.999 on every tile but the first."""
     tiles = -(-N // block_n)
     about = (
-        f"M={M}, N={N}, D={D}: each of the {_NUMBERS[tiles]} key tiles raises every row's "
+        f"M={M}, N={N}, D={D}: each of the {NUMBERS[tiles]} key tiles raises every row's "
         "maximum by just 0.001 (alpha = 0.999)"
     )
     return Case(
@@ -238,136 +208,3 @@ def creep(seed: int, M: int = 16, N: int = 64, D: int = 16, block_n: int = 16) -
         block_n=block_n,
         inputs=inputs.creeping(seed, M, N, D, block_n),
     )
-
-
-def experts(power: int) -> tuple[int, int]:
-    """Numbers of experts one short of and one past a power of two: one padded slot, and
-    almost half the slots padded."""
-    return power - 1, power + 1
-
-
-_KINDS = {
-    "high": "near +100 (exp overflows past 88.7)",
-    "low": "near -120 (exp underflows below -103)",
-    "mixed": "both in one row",
-    "tie-high": "all tied at +100",
-    "tie-low": "all tied at -120",
-}
-
-
-def extremes(seed: int, M: int, E: int, kinds=("high", "low", "mixed"), **fields) -> Case:
-    """Logits beyond float32's exp range, token by token in turn through ``kinds`` (see
-    ``grader.specs.inputs.extremes``); ``fields``: more of the case's (a configuration to pin)."""
-    block = 1 << (E - 1).bit_length()
-    padded = f" (padded to {block})" if block != E else ""
-    about = f"{M} tokens x {E} experts{padded}, logits " + ", ".join(_KINDS[k] for k in kinds)
-    return Case(
-        name=f"extreme-logits-{M}x{E}",
-        about=about,
-        inputs=inputs.extremes(seed, M, E, kinds),
-        **fields,
-    )
-
-
-# ---- split-KV decoding (08): cache lengths against the splits ---------------------------------
-
-
-def split_lengths(split: int, splits: int, empty: bool) -> list[int]:
-    """Cache lengths against ``splits`` splits of ``split`` keys. Without ``empty``, every split
-    holds keys: the cache full (= 0 modulo the split), one key short (= -1) and the last split
-    holding a single key (= 1). With it, splits left empty at the end: the last one (= 0), all
-    but two (= 1), all but the first (= -1), and a single key in the whole cache."""
-    N = split * splits
-    if not empty:
-        return [N, N - 1, N - split + 1]
-    if splits < 3:
-        raise ValueError("empty splits after a partly filled one need at least three splits")
-    return [N - split, split + 1, split - 1, 1]
-
-
-def _slots(splits: int) -> str:
-    block = 1 << (splits - 1).bit_length()
-    return f" (padded to {block} slots)" if block != splits else ""
-
-
-def split_kv(
-    seed: int,
-    split: int,
-    splits: int,
-    D: int,
-    *,
-    empty: bool = False,
-    lengths: list[int] | None = None,
-    group: int = 1,
-    kind: str | None = None,
-    gap: float = 100.0,
-    what: str = "",
-    **fields,
-) -> Case:
-    """The partials of one decoding step (``grader.specs.inputs``) as a case of 08's merge:
-    ``splits`` splits of ``split`` keys, caches of lengths ``lengths`` (default
-    ``split_lengths``), ``group`` query rows per cache, scores of ``kind`` (None: random q and
-    k; else ``inputs.hostile_partials``' kinds, ``gap`` that of "dominant")."""
-    lengths = lengths or split_lengths(split, splits, empty)
-    N = split * splits
-    if kind is None:
-        partials = inputs.decode_partials(seed, lengths, split, D, group, N)
-    else:
-        partials = inputs.hostile_partials(seed, lengths, split, D, kind, N, gap)
-    rows = len(lengths) * group
-    heads = f" ({group} query rows per cache)" if group > 1 else ""
-    about = (
-        f"{rows} rows{heads}, NUM_SPLITS={splits}{_slots(splits)} of {split} keys, D={D}, "
-        f"lengths {', '.join(map(str, lengths))}" + (f": {what}" if what else "")
-    )
-    name = fields.pop("name", None) or f"split-{splits}x{split}-d{D}" + ("-empty" if empty else "")
-    return Case(name=name, about=about, inputs=partials, params={"NUM_SPLITS": splits}, **fields)
-
-
-# ---- MoE dispatch (09): pairs against the pair blocks, capacities at their edge ----------------
-
-
-def ragged_tokens(block: int, K: int) -> list[int]:
-    """Token counts M, each the smallest above two blocks of pairs, whose M * K pairs are one
-    short of, a whole number of and one past blocks of ``block`` pairs (for an even K no pair
-    count is odd: two short of and two past, the nearest it gets)."""
-    step = 1 if K % 2 else 2
-    found = []
-    for r in (-step, 0, step):
-        M = 2 * block // K + 1
-        while (M * K - r) % block:
-            M += 1
-        found.append(M)
-    return found
-
-
-def pairs_against(M: int, K: int, block: int) -> str:
-    """ "M tokens x K: 47 pairs, one pair short of three 16-pair blocks"."""
-    return f"{M} tokens x {K}: {M * K} pairs, {against(M * K, block, 'pair', 'block')}"
-
-
-def capacity_met(seed: int, M: int, E: int, K: int = 2) -> tuple[dict, int]:
-    """(a routing, CAPACITY) where one expert is routed exactly CAPACITY pairs (it drops none),
-    another CAPACITY + 1 (it drops exactly its last one) and a third more (so that keeping
-    every pair and keeping one too many differ), the last expert under CAPACITY: the first seed
-    from ``seed`` on whose routing has such counts, CAPACITY the largest that fits."""
-    for s in range(seed, seed + 1000):
-        routing = inputs.routing(s, M, E, K)
-        routed = np.bincount(routing["idx"].ravel(), minlength=E)
-        counts = set(routed.tolist())
-        met = [c for c in counts if c >= 2 and c + 1 in counts and routed.max() >= c + 2]
-        met = [c for c in met if routed[-1] < c]
-        if met:
-            return routing, max(met)
-    raise ValueError(f"no routing of {M} tokens over {E} experts meets a capacity exactly")
-
-
-def first_dropped(idx: np.ndarray, E: int, capacity: int) -> dict[int, int]:
-    """{expert: the pair index of its first dropped pair} for the experts over ``capacity``."""
-    flat = np.asarray(idx).reshape(-1)
-    found = {}
-    for e in range(E):
-        mine = np.flatnonzero(flat == e)
-        if mine.size > capacity:
-            found[e] = int(mine[capacity])
-    return found

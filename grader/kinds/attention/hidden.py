@@ -8,8 +8,8 @@ contiguous and in float32), so it can only point at given code and never costs T
 
 import numpy as np
 
+from grader.kinds.attention.inputs import qkv
 from grader.model import Case, Check
-from grader.specs.inputs import qkv
 
 
 def _as_fp32(arrays: dict) -> dict:
