@@ -27,10 +27,12 @@ import torch
 
 from kata import runtime
 
-# The backend is chosen before Triton is first imported (kata.host imports it): a Triton
-# imported before TRITON_INTERPRET is set runs the interpreter's kernels half-patched, and the
-# dry run failed ("Cannot call @triton.jit'd outside of the scope of a kernel").
-runtime.configure()
+# Run as a script, the backend is chosen before Triton is first imported (kata.host imports
+# it): a Triton imported before TRITON_INTERPRET is set runs the interpreter's kernels
+# half-patched, and the dry run failed ("Cannot call @triton.jit'd outside of the scope of a
+# kernel"). Imported as a module, it chooses nothing (the importer has).
+if __name__ == "__main__":
+    runtime.configure()
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
@@ -740,8 +742,11 @@ def host_rows() -> list[dict]:
     bare Triton launch with the same arguments (the floor), on small shapes; for 05 also its
     parts (its checks, its one allocation), for 08 and 09 also the call with their syncing
     value checks (``fast_checked``)."""
-    from kata import interfaces
+    return [*_attention_host_rows(), _gating_host_row(), _split_kv_host_row(), _dispatch_host_row()]
 
+
+def _attention_host_rows() -> list[dict]:
+    """04's wrapper, and 07's where this GPU runs it, against SDPA and a bare launch."""
     rows = []
     B, H, S = (1, 1, 16) if DRY else ATTENTION_HOST_SHAPE
     q, k, v = (torch.randn(B, H, S, 64, device=runtime.DEVICE, dtype=torch.bfloat16) for _ in "qkv")
@@ -765,6 +770,11 @@ def host_rows() -> list[dict]:
             continue
         rows.append(_host_row(name, shape, fns))
 
+    return rows
+
+
+def _gating_host_row() -> dict:
+    """05's wrapper, its parts, torch's path and a bare launch."""
     M, E = (64, 8) if DRY else (DECODE_M, 8)
     x = torch.randn(M, E, device=runtime.DEVICE)
     fast = _load("05").fast_top2_gating
@@ -777,7 +787,12 @@ def host_rows() -> list[dict]:
         "one_allocation": lambda: host.gating_outputs(M, x.device),
         "four_allocations": lambda: _gating_outputs(M),
     }
-    rows.append(_host_row("05 fast_top2_gating", {"M": M, "E": E, "dtype": "float32"}, fns))
+    return _host_row("05 fast_top2_gating", {"M": M, "E": E, "dtype": "float32"}, fns)
+
+
+def _split_kv_host_row() -> dict:
+    """08's wrapper (two launches), with and without its syncing checks, against SDPA."""
+    from kata import interfaces
 
     module = _load("08")
     B, H, N, D = (1, 2, 256, 16) if DRY else (1, 32, 1024, 128)
@@ -808,7 +823,12 @@ def host_rows() -> list[dict]:
         "torch": sdpa_decode,
         "launch_floor": floor_08,
     }
-    rows.append(_host_row("08 split_kv_decoding", shape, fns))
+    return _host_row("08 split_kv_decoding", shape, fns)
+
+
+def _dispatch_host_row() -> dict:
+    """09's wrapper, with and without its syncing checks, against its torch equivalent."""
+    from kata import interfaces
 
     module = _load("09")
     M, K, E = (300, 2, 8) if DRY else (512, 2, 8)  # one block of pairs
@@ -825,8 +845,7 @@ def host_rows() -> list[dict]:
             idx, *outs, M, K, E, capacity, C0=DISPATCH_BLOCK, C1=E
         ),
     }
-    rows.append(_host_row("09 moe_dispatch", {"M": M, "K": K, "E": E}, fns))
-    return rows
+    return _host_row("09 moe_dispatch", {"M": M, "K": K, "E": E}, fns)
 
 
 def _graded_line(g: dict) -> str:
