@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.kinds.base import rng
+from grader.model import Case
 
 
 def split_partials(scores, v, lengths, split, group=1):
@@ -77,3 +78,41 @@ def hostile_partials(seed, lengths, split, D, kind, N=None, gap=100.0):
         else:
             raise ValueError(f"unknown kind {kind!r}")
     return split_partials(scores, v, lengths, split)
+
+
+def _slots(splits: int) -> str:
+    block = 1 << (splits - 1).bit_length()
+    return f" (padded to {block} slots)" if block != splits else ""
+
+
+def decode_case(
+    seed: int,
+    split: int,
+    splits: int,
+    D: int,
+    *,
+    lengths: list[int],
+    empty: bool = False,
+    group: int = 1,
+    kind: str | None = None,
+    gap: float = 100.0,
+    what: str = "",
+    **fields,
+) -> Case:
+    """The partials of one decoding step as a case of 08's merge: ``splits`` splits of
+    ``split`` keys, caches of lengths ``lengths``, ``group`` query rows per cache, scores of
+    ``kind`` (None: random q and k; else ``hostile_partials``' kinds, ``gap`` that of
+    "dominant"); ``empty`` names a case whose last splits hold no key."""
+    N = split * splits
+    if kind is None:
+        partials = decode_partials(seed, lengths, split, D, group, N)
+    else:
+        partials = hostile_partials(seed, lengths, split, D, kind, N, gap)
+    rows = len(lengths) * group
+    heads = f" ({group} query rows per cache)" if group > 1 else ""
+    about = (
+        f"{rows} rows{heads}, NUM_SPLITS={splits}{_slots(splits)} of {split} keys, D={D}, "
+        f"lengths {', '.join(map(str, lengths))}" + (f": {what}" if what else "")
+    )
+    name = fields.pop("name", None) or f"split-{splits}x{split}-d{D}" + ("-empty" if empty else "")
+    return Case(name=name, about=about, inputs=partials, params={"NUM_SPLITS": splits}, **fields)

@@ -1,7 +1,7 @@
 """Exercise 08 (extensions track), public checks: what the student handout grades with
 (TODO merge)."""
 
-from grader.kinds.split_kv_merge.boundary import split_kv
+from grader.kinds.split_kv_merge.inputs import decode_case
 from grader.kinds.split_kv_merge.traps import (
     LSE_BASE_2,
     LSE_MISSING_MAX,
@@ -15,9 +15,10 @@ SKELETON_TRAPS = ("split-partials-averaged",)
 
 # fmt: off
 CASES = [
-    split_kv(981, 16, 5, 16, lengths=[80, 33, 1], group=2, name="example-5x16",
+    decode_case(981, 16, 5, 16, lengths=[80, 33, 1], group=2, name="example-5x16",
              what="the worked example's shape, two query rows per cache", hidden=False),
-    split_kv(982, 32, 4, 24, name="full-4x32", what="every split holds keys", hidden=False),
+    decode_case(982, 32, 4, 24, lengths=[128, 127, 97], name="full-4x32",
+                what="every split holds keys", hidden=False),
 ]
 # fmt: on
 
