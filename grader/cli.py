@@ -85,7 +85,8 @@ def add_how_to_run(p: argparse.ArgumentParser) -> None:
         help="seconds one exercise may take, the compile for the GPU included; 0: no limit "
         f"(default: {limits[('interpreter', 'core')]:.0f} in the interpreter, "
         f"{limits[('cuda', 'core')]:.0f} on a GPU; the performance track "
-        f"{limits[('interpreter', 'performance')]:.0f} and {limits[('cuda', 'performance')]:.0f}). "
+        f"{limits[('interpreter', 'performance')]:.0f} and {limits[('cuda', 'performance')]:.0f}, "
+        f"the extensions {limits[('interpreter', 'extensions')]:.0f} in the interpreter). "
         f"{ENDLESS_LOOP}",
     )
     p.add_argument("--jobs", type=int, help="exercises graded at once")

@@ -49,7 +49,7 @@ EXITED_AT_IMPORT = (
 def default_timeout(backend: str, ex: Exercise | None = None) -> float:
     """Seconds the submission's process may take for all cases of one exercise (the
     performance track also autotunes and times its kernel on a GPU)."""
-    track = "performance" if ex is not None and ex.track == "performance" else "core"
+    track = ex.track if ex is not None and ex.track in ("performance", "extensions") else "core"
     return process.TIME_LIMITS[("cuda" if backend == "cuda" else "interpreter", track)]
 
 
