@@ -328,7 +328,9 @@ def worked_example() -> int:
     """B=1, H=2, S=37, D=16, seed 0, causal and not: the kernels against torch autograd in
     float64. S=37 is two whole 16-row blocks and a ragged third."""
     B, H, S, D = 1, 2, 37, 16
-    print(f"10 flash-attention backward: B={B}, H={H}, S={S}, D={D}, seed 0  [{runtime.describe()}]")
+    print(
+        f"10 flash-attention backward: B={B}, H={H}, S={S}, D={D}, seed 0  [{runtime.describe()}]"
+    )
     torch.manual_seed(0)
     q, k, v, do = (torch.randn(B, H, S, D) for _ in range(4))
     ok = True
