@@ -122,10 +122,11 @@ def test_replay_without_slips_is_autograd(causal):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
-def slipped(tmp_path, name):
-    """The solution with the trap's slip in every copy of its lines, loaded as a module."""
+def slipped(tmp_path, name, edits=None):
+    """The solution with a slip (the trap's, or ``edits``) in every copy of its lines, loaded
+    as a module."""
     text = SOLUTION.read_text()
-    for right, wrong in SLIPS[name].items():
+    for right, wrong in (edits or SLIPS[name]).items():
         assert text.count(right) == 2, f"{right!r} should stand once in each kernel"
         text = text.replace(right, wrong)
     folder = tmp_path / name.replace("-", "_")
@@ -198,3 +199,50 @@ def test_one_row_has_no_score_gradient():
     np.testing.assert_array_equal(dv, case[4].numpy())
     wrong = traps.trap_grads("delta-missing", *case, False)
     assert np.abs(wrong[0]).max() > APART and np.abs(wrong[1]).max() > APART
+
+
+# Slips that are right on ordinary inputs and wrong at one edge (the traps module's docstring
+# lists them): the edit, an ordinary case it passes and the edge case that finds it, each as
+# (S, D, causal, input scale). Scaling q and k by 12 puts scores near +100.
+EDGE_SLIPS = {
+    "delta-from-the-tile": (
+        {RIGHT_DS: "ds = p * (dp - tl.sum(p * dp, axis=1)[:, None]) * scale"},
+        (16, 16, False, 1.0),
+        (17, 16, False, 1.0),
+    ),
+    "scale-from-block-d": (
+        {RIGHT_DS: "ds = p * (dp - delta[:, None]) / tl.sqrt(BLOCK_D * 1.0)"},
+        (17, 16, False, 1.0),
+        (17, 24, False, 1.0),
+    ),
+    "mask-by-multiplying": (
+        {RIGHT_P: "p = tl.exp(qk * scale - lse[:, None]) * visible"},
+        (17, 16, True, 1.0),
+        (17, 16, True, 12.0),
+    ),
+    "exp-divided-by-exp": (
+        {RIGHT_P: "p = tl.where(visible, tl.exp(qk * scale) / tl.exp(lse[:, None]), 0.0)"},
+        (17, 16, True, 1.0),
+        (17, 16, True, 12.0),
+    ),
+}
+
+
+def scaled_case(S, D, causal, factor):
+    q, k, v, _, do, _ = make_case(1, 2, S, D, causal, seed=4)
+    q, k = q * factor, k * factor
+    o, lse = solution().attention_forward_reference(q, k, v, causal)
+    return q, k, v, o.float(), do, lse.float()
+
+
+@pytest.mark.parametrize("name", list(EDGE_SLIPS))
+def test_edge_slip_is_found_by_its_case(tmp_path, name):
+    edits, ordinary, edge = EDGE_SLIPS[name]
+    module = slipped(tmp_path, name, edits)
+    case = scaled_case(*ordinary)
+    assert_within_bound(run(module, case, ordinary[2]), case, ordinary[2])
+    case = scaled_case(*edge)
+    with np.errstate(all="ignore"):  # the interpreter's exp overflows on purpose here
+        got = run(module, case, edge[2])
+    with pytest.raises(AssertionError):
+        assert_within_bound(got, case, edge[2])

@@ -24,7 +24,8 @@ The traps, and the TODO each belongs to:
 The untouched skeleton computes two of them at once: ``SKELETON``.
 
 What a student could write that is right on ordinary inputs and wrong at a boundary, and the
-case that finds it:
+case that finds it (the first two of each TODO, and the exp / exp, are shown to hold by
+``tests/test_ex10_backward.py::test_edge_slip_is_found_by_its_case``):
 
 recompute-p
 - ``p = tl.exp(qk * scale) / tl.exp(lse[:, None])``: exact in exact arithmetic; in fp32 both
