@@ -299,6 +299,9 @@ def flash_attention_backward(q, k, v, o, do, lse, causal=False, BLOCK_M=16, BLOC
     dimension to be at least 16.
     """
     _check_inputs(q, k, v, o, do, lse)
+    for name, block in (("BLOCK_M", BLOCK_M), ("BLOCK_N", BLOCK_N)):
+        if block < 16 or block & (block - 1):
+            raise ValueError(f"{name} must be a power of two of at least 16, got {block}")
     q, k, v, o, do = (x.contiguous() for x in (q, k, v, o, do))
     lse = lse.to(torch.float32).contiguous()
     B, H, S, D = q.shape
