@@ -246,3 +246,11 @@ def test_edge_slip_is_found_by_its_case(tmp_path, name):
         got = run(module, case, edge[2])
     with pytest.raises(AssertionError):
         assert_within_bound(got, case, edge[2])
+
+
+@pytest.mark.parametrize("blocks", [{"BLOCK_M": 8}, {"BLOCK_N": 24}])
+def test_blocks_a_gpu_cannot_compile_are_refused(blocks):
+    """Blocks below 16 run in the interpreter but not compiled (tl.dot), and tl.arange needs a
+    power of two: the host refuses both on every backend, so the two agree."""
+    with pytest.raises(ValueError, match="power of two of at least 16"):
+        run(solution(), make_case(1, 2, 17, 16, False), False, **blocks)
