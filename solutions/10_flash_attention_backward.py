@@ -22,11 +22,10 @@ adds into another's rows: no atomics, and the interpreter and the GPU add in the
 Causal attention (top-left aligned, as in 02) starts a key block's walk at the query block that
 holds its diagonal, and ends a query block's walk after its own last row.
 
-Reference: ``attention_backward_reference`` below (float64, torch autograd).
+Reference: ``kata.kinds.attention_backward.backward`` (float64, whole matrices).
 Run ``python 10_flash_attention_backward.py`` for the worked example.
 """
 
-import math
 import sys
 from pathlib import Path
 
@@ -44,35 +43,7 @@ import triton
 import triton.language as tl
 
 from kata import examples
-
-# ---- the reference: whole matrices, float64, torch autograd -------------------------------------
-
-
-def _scores(q, k, causal):
-    """q k^T / sqrt(D), with -inf where a causal (top-left) row i would see a key after i."""
-    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    if causal:
-        S = q.shape[-2]
-        future = torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1)
-        scores = scores.masked_fill(future, float("-inf"))
-    return scores
-
-
-def attention_forward_reference(q, k, v, causal=False):
-    """O and the natural-log lse of softmax(q k^T / sqrt(D)) v in float64, for (B, H, S, D)
-    tensors: what a forward pass saves for the backward."""
-    q, k, v = (x.detach().to(torch.float64) for x in (q, k, v))
-    scores = _scores(q, k, causal)
-    return torch.softmax(scores, dim=-1) @ v, torch.logsumexp(scores, dim=-1)
-
-
-def attention_backward_reference(q, k, v, do, causal=False):
-    """dQ, dK, dV of the loss sum(O * dO) in float64: torch autograd through the whole
-    attention, with nothing tiled and nothing recomputed."""
-    q, k, v = (x.detach().to(torch.float64).requires_grad_() for x in (q, k, v))
-    out = torch.softmax(_scores(q, k, causal), dim=-1) @ v
-    return torch.autograd.grad(out, (q, k, v), do.detach().to(torch.float64))
-
+from kata.kinds import attention_backward as backward_kind
 
 # ---- the kernels -------------------------------------------------------------------------------
 
@@ -270,66 +241,36 @@ def attn_bwd_dq_kernel(
 # ---- the launcher ------------------------------------------------------------------------------
 
 
-def _check_inputs(q, k, v, o, do, lse) -> None:
-    """Raise TypeError/ValueError naming the first problem with the six inputs."""
-    named = {"q": q, "k": k, "v": v, "o": o, "do": do, "lse": lse}
-    for name, x in named.items():
-        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-            raise TypeError(f"{name} must be a floating-point torch.Tensor")
-    if q.dim() != 4:
-        raise ValueError(f"q must be (B, H, S, D), got shape {tuple(q.shape)}")
-    for name in ("k", "v", "o", "do"):
-        if named[name].shape != q.shape:
-            raise ValueError(f"{name} must have q's shape {tuple(q.shape)}")
-    if lse.shape != q.shape[:3]:
-        raise ValueError(f"lse must be (B, H, S) = {tuple(q.shape[:3])}, got {tuple(lse.shape)}")
-    if q.shape[3] == 0:
-        raise ValueError("the head dimension D must be at least 1")
-    if {x.device for x in named.values()} != {q.device} or q.device.type != runtime.DEVICE:
-        raise ValueError(f"all six tensors must be on {runtime.describe()}")
-
-
 def flash_attention_backward(q, k, v, o, do, lse, causal=False, BLOCK_M=16, BLOCK_N=16):
     """dQ, dK, dV (float32, shaped like q) of attention over (B, H, S, D) tensors.
 
     ``o`` is the forward's output and ``lse`` its natural-log log-sum-exp of the scaled scores,
     (B, H, S); ``do`` is the gradient of the loss with respect to ``o``. Any floating dtype; the
-    kernels read contiguous copies and compute in fp32. Blocks are at least 16 wide, and the
-    head dimension is padded to a power of two >= 16: a compiled ``tl.dot`` needs each
-    dimension to be at least 16.
+    kernels read contiguous copies and compute in fp32 (``kata.kinds.attention_backward.launch``
+    checks the inputs and runs the three kernels).
     """
-    _check_inputs(q, k, v, o, do, lse)
-    for name, block in (("BLOCK_M", BLOCK_M), ("BLOCK_N", BLOCK_N)):
-        if block < 16 or block & (block - 1):
-            raise ValueError(f"{name} must be a power of two of at least 16, got {block}")
-    q, k, v, o, do = (x.contiguous() for x in (q, k, v, o, do))
-    lse = lse.to(torch.float32).contiguous()
-    B, H, S, D = q.shape
-    dq, dk, dv = (torch.zeros(q.shape, dtype=torch.float32, device=q.device) for _ in range(3))
-    if B * H * S == 0:
-        return dq, dk, dv
-    BLOCK_D = max(16, triton.next_power_of_2(D))
-    delta = torch.empty((B, H, S), dtype=torch.float32, device=q.device)
-    strides = (q.stride(1), q.stride(2))  # one (batch, head) apart, one row apart
-    scale = 1.0 / math.sqrt(D)
-    rows, keys = triton.cdiv(S, BLOCK_M), triton.cdiv(S, BLOCK_N)
-    attn_bwd_preprocess_kernel[(B * H, rows)](
-        o, do, delta, S, D, *strides, BLOCK_M=BLOCK_M, BLOCK_D=BLOCK_D
+    return backward_kind.launch(
+        attn_bwd_preprocess_kernel,
+        attn_bwd_dkdv_kernel,
+        attn_bwd_dq_kernel,
+        q,
+        k,
+        v,
+        o,
+        do,
+        lse,
+        causal=causal,
+        block_m=BLOCK_M,
+        block_n=BLOCK_N,
     )
-    blocks = dict(CAUSAL=bool(causal), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=BLOCK_D)
-    attn_bwd_dkdv_kernel[(B * H, keys)](
-        q, k, v, do, lse, delta, dk, dv, S, D, *strides, scale, **blocks
-    )
-    attn_bwd_dq_kernel[(B * H, rows)](q, k, v, do, lse, delta, dq, S, D, *strides, scale, **blocks)
-    return dq, dk, dv
 
 
 # ---- the worked example ------------------------------------------------------------------------
 
 
 def worked_example() -> int:
-    """B=1, H=2, S=37, D=16, seed 0, causal and not: the kernels against torch autograd in
-    float64. S=37 is two whole 16-row blocks and a ragged third."""
+    """B=1, H=2, S=37, D=16, seed 0, causal and not: the kernels against the float64
+    backward. S=37 is two whole 16-row blocks and a ragged third."""
     B, H, S, D = 1, 2, 37, 16
     print(
         f"10 flash-attention backward: B={B}, H={H}, S={S}, D={D}, seed 0  [{runtime.describe()}]"
@@ -338,13 +279,14 @@ def worked_example() -> int:
     q, k, v, do = (torch.randn(B, H, S, D) for _ in range(4))
     ok = True
     for causal in (False, True):
-        o, lse = attention_forward_reference(q, k, v, causal)
-        want = attention_backward_reference(q, k, v, do, causal)
+        o, lse = backward_kind.forward(q, k, v, causal)
+        want = backward_kind.backward(q, k, v, do, causal)
+        o, lse = torch.from_numpy(o), torch.from_numpy(lse)
         inputs = [x.to(torch.float32).to(runtime.DEVICE) for x in (q, k, v, o, do, lse)]
         got = flash_attention_backward(*inputs, causal=causal)
         kind = "causal" if causal else "non-causal"
-        for name, g, w in zip(("dq", "dk", "dv"), got, want):
-            ok &= examples.verdict(f"{kind} {name} vs torch autograd", g.cpu(), w, 1e-4)
+        for name, g in zip(("dq", "dk", "dv"), got):
+            ok &= examples.verdict(f"{kind} {name} vs float64", g.cpu(), want[name], 1e-4)
     return 0 if ok else 1
 
 

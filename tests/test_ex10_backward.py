@@ -1,5 +1,6 @@
-"""Exercise 10, flash-attention backward: the solution against torch autograd in float64, and
-each named trap's float64 replay against the solution with that slip written into it.
+"""Exercise 10, flash-attention backward: the solution and the kind's oracle against torch
+autograd in float64, and each named trap's float64 replay against the solution with that slip
+written into it.
 
 Shapes stay small: the interpreter runs every program in Python.
 """
@@ -7,13 +8,15 @@ Shapes stay small: the interpreter runs every program in Python.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 import pytest
 import torch
 
-from grader.kinds.attention_backward import traps_draft as traps
+from grader.kinds.attention_backward import traps
 from kata import catalogue, regions, runtime
+from kata.kinds import attention_backward as kind
 
 SOLUTION = catalogue.SOLUTIONS / "10_flash_attention_backward.py"
 
@@ -43,12 +46,29 @@ def solution():
     return catalogue.load_file(SOLUTION)
 
 
+def forward(q, k, v, causal):
+    """O and lse of the kind's float64 forward, as torch tensors."""
+    return tuple(torch.from_numpy(x) for x in kind.forward(q, k, v, causal))
+
+
+def autograd_backward(q, k, v, do, causal):
+    """dQ, dK, dV of sum(O * dO) by torch autograd through the whole attention, in float64:
+    nothing tiled, nothing in closed form."""
+    q, k, v = (x.detach().to(torch.float64).requires_grad_() for x in (q, k, v))
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        S = q.shape[-2]
+        scores = scores.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
+    out = torch.softmax(scores, dim=-1) @ v
+    return torch.autograd.grad(out, (q, k, v), do.detach().to(torch.float64))
+
+
 def make_case(B, H, S, D, causal, seed=0):
     """fp32 q, k, v, dO drawn from a seeded generator; O and lse from the float64 forward,
     rounded to fp32 as a forward kernel would store them."""
     gen = torch.Generator().manual_seed(seed)
     q, k, v, do = (torch.randn(B, H, S, D, generator=gen) for _ in range(4))
-    o, lse = solution().attention_forward_reference(q, k, v, causal)
+    o, lse = forward(q, k, v, causal)
     return q, k, v, o.float(), do, lse.float()
 
 
@@ -62,7 +82,7 @@ def run(module, case, causal, **blocks):
 
 def autograd(case, causal):
     q, k, v, _, do, _ = case
-    return [g.numpy() for g in solution().attention_backward_reference(q, k, v, do, causal)]
+    return [g.numpy() for g in autograd_backward(q, k, v, do, causal)]
 
 
 def assert_within_bound(got, case, causal, o_unit=traps.U32):
@@ -103,11 +123,22 @@ def test_half_precision_inputs():
     numbers themselves, within the fp32 bound plus o's float16 rounding (o enters delta)."""
     gen = torch.Generator().manual_seed(3)
     q, k, v, do = (torch.randn(1, 2, 17, 16, generator=gen).half() for _ in range(4))
-    o, lse = solution().attention_forward_reference(q, k, v, True)
+    o, lse = forward(q, k, v, True)
     o = o.half()  # a float16 forward stores a float16 output
     halves = [q, k, v, o, do, lse.float()]
     got = run(solution(), halves, True)
     assert_within_bound(got, [x.float() for x in halves], True, o_unit=2.0**-11)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_the_kinds_oracle_is_autograd(causal):
+    """The grader's oracle (closed form, float64) agrees with torch autograd to float64
+    rounding, causal and not, on several (batch, head) pairs and a padded D."""
+    q, k, v, _, do, _ = make_case(2, 2, 33, 24, causal, seed=12)
+    want = autograd(make_case(2, 2, 33, 24, causal, seed=12), causal)
+    got = kind.backward(q, k, v, do, causal)
+    for name, w in zip(("dq", "dk", "dv"), want):
+        np.testing.assert_allclose(got[name], w, rtol=1e-10, atol=1e-12, err_msg=name)
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
@@ -117,7 +148,7 @@ def test_replay_without_slips_is_autograd(causal):
     only by its slip."""
     case = make_case(2, 2, 33, 24, causal, seed=11)
     q, k, v, _, do, _ = case
-    o, lse = solution().attention_forward_reference(q, k, v, causal)  # float64, unrounded
+    o, lse = forward(q, k, v, causal)  # float64, unrounded
     for got, want in zip(traps.replay(q, k, v, o, do, lse, causal), autograd(case, causal)):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
@@ -147,7 +178,7 @@ def assert_is_trap(got, form, right, differ=("dq", "dk", "dv")):
             np.testing.assert_allclose(g, r, rtol=ATOL, atol=ATOL, err_msg=f"{name} vs right")
 
 
-@pytest.mark.parametrize("name", list(traps.TRAPS))
+@pytest.mark.parametrize("name", [t.id for t in traps.TRAPS])
 def test_slip_computes_its_trap(tmp_path, name):
     """Causal, S = 33 (two whole tiles and one row), D = 24 (padded to 32): every trap of the
     list differs from the right answer there."""
@@ -231,7 +262,7 @@ EDGE_SLIPS = {
 def scaled_case(S, D, causal, factor):
     q, k, v, _, do, _ = make_case(1, 2, S, D, causal, seed=4)
     q, k = q * factor, k * factor
-    o, lse = solution().attention_forward_reference(q, k, v, causal)
+    o, lse = forward(q, k, v, causal)
     return q, k, v, o.float(), do, lse.float()
 
 
