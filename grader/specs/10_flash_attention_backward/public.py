@@ -1,7 +1,7 @@
 """Exercise 10 (extensions track), public checks: what the student handout grades with (TODOs
 recompute-p and ds)."""
 
-from grader.kinds.attention_backward.boundary import backward
+from grader.kinds.attention_backward.inputs import backward_inputs
 from grader.kinds.attention_backward.traps import (
     CAUSAL_MASK_MISSING_IN_BACKWARD,
     DELTA_MISSING,
@@ -10,16 +10,19 @@ from grader.kinds.attention_backward.traps import (
     SCALE_DOUBLED,
     SCALE_DROPPED,
 )
-from grader.model import Check
+from grader.model import Case, Check
 
 SKELETON_TRAPS = ("p-not-normalized-by-lse", "delta-missing")
 
+# Built from the inputs module, not the boundary classes: the handout leaves boundary.py out.
 # fmt: off
 CASES = [
-    backward(1001, 1, 2, 37, 16, name="example-37", hidden=False,
-             what="the worked example's shape"),
-    backward(1002, 1, 2, 37, 16, causal=True, name="example-37-causal", hidden=False,
-             what="the worked example's shape, causal"),
+    Case(name="example-37", hidden=False,
+         about="B=1, H=2, S=37 (five keys past two 16-key tiles), D=16, non-causal, 16x16 "
+         "tiles: the worked example's shape", inputs=backward_inputs(1001, 1, 2, 37, 16, False)),
+    Case(name="example-37-causal", hidden=False, causal=True,
+         about="B=1, H=2, S=37 (five keys past two 16-key tiles), D=16, causal, 16x16 tiles: "
+         "the worked example's shape, causal", inputs=backward_inputs(1002, 1, 2, 37, 16, True)),
 ]
 # fmt: on
 
