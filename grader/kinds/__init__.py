@@ -26,6 +26,7 @@ KINDS = {
     "window-attention": "grader.kinds.window_attention",
     "split-kv-merge": "grader.kinds.split_kv_merge",
     "moe-dispatch": "grader.kinds.moe_dispatch",
+    "attention-backward": "grader.kinds.attention_backward",
 }
 # fmt: on
 

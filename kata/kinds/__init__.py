@@ -19,6 +19,7 @@ KINDS = {
     "tiled-gating": "kata.kinds.tiled_gating",
     "split-kv-merge": "kata.kinds.split_kv_merge",
     "moe-dispatch": "kata.kinds.moe_dispatch",
+    "attention-backward": "kata.kinds.attention_backward",
 }
 # fmt: on
 
