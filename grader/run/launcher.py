@@ -311,21 +311,33 @@ class Pinned:
 
 
 class Recorder:
-    """Stands in for a kernel: keeps the arguments of each launch, runs nothing."""
+    """Stands in for a kernel: keeps the arguments of each launch, runs nothing. A kind whose
+    launch also runs other kernels of the file (10's preprocess and dQ kernels, which hold
+    TODO regions too) asks for a stand-in of each by name (``companion``), so that the compile
+    gate compiles their launches as well."""
 
     def __init__(self):
         self.calls: list[tuple[tuple, dict]] = []
+        self.companions: dict[str, Recorder] = {}
 
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self.calls.append((args, kwargs))
 
+    def companion(self, name: str) -> Recorder:
+        return self.companions.setdefault(name, Recorder())
 
-def record_launches(interface, torch, case) -> list[tuple[tuple, dict]]:
-    """The ``(args, kwargs)`` of each launch the interface makes for ``case``, none of them run."""
+
+def record_launches(interface, torch, case, companions: dict | None = None) -> list:
+    """The ``(args, kwargs)`` of each launch of the graded kernel the interface makes for
+    ``case``, none of them run; ``companions``, if given, gets those of the file's other
+    kernels the launch runs, by name."""
     from kata import runtime
 
     recorder = Recorder()
     interface.launch(recorder, case, runtime.DEVICE)
+    if companions is not None:
+        for name, other in recorder.companions.items():
+            companions.setdefault(name, []).extend(other.calls)
     return recorder.calls
 
 
@@ -447,24 +459,36 @@ def compile_for_gpu(job: dict, interface, torch, module) -> dict:
     found: dict = {"failed": [], "launches": 0, "configs": {}}
     kernel = getattr(module, job["kernel"])
     inner = _layers(kernel)[2]
-    verdicts: dict = {}  # signature key -> the compiler's message, or None
+    verdicts: dict = {}  # (kernel name, signature key) -> the compiler's message, or None
+
+    def verdict(name, inner, args, launch) -> str | None:
+        key = (name, *_signature_key(args, launch))
+        if key not in verdicts:
+            try:
+                ttir = _compile_one(inner, args, launch, target, full=not verdicts)
+                verdicts[key] = forbidden_ops(ttir, job.get("forbidden"))
+            except Exception as exc:
+                verdicts[key] = errors.explain(exc, job["file"])
+            found["launches"] += 1
+        return verdicts[key]
+
     for case in job["cases"]:
-        for args, kwargs in record_launches(interface, torch, case):
+        companions: dict[str, list] = {}
+        for args, kwargs in record_launches(interface, torch, case, companions):
             configs = [case.config] if case.config else own_configs(kernel, args, kwargs)
             if case.each_config:
                 found["configs"][case.name] = configs
             for config in configs or [None]:
-                launch = resolve(kernel, args, kwargs, config)
-                key = _signature_key(args, launch)
-                if key not in verdicts:
-                    try:
-                        ttir = _compile_one(inner, args, launch, target, full=not verdicts)
-                        verdicts[key] = forbidden_ops(ttir, job.get("forbidden"))
-                    except Exception as exc:
-                        verdicts[key] = errors.explain(exc, job["file"])
-                    found["launches"] += 1
-                if verdicts[key] is not None:
-                    found["failed"].append([case.name, config_label(config), verdicts[key]])
+                said = verdict(job["kernel"], inner, args, resolve(kernel, args, kwargs, config))
+                if said is not None:
+                    found["failed"].append([case.name, config_label(config), said])
+        # The file's other kernels the launch runs: a case fails if one of them does not compile.
+        for name, calls in companions.items():
+            other = getattr(module, name)
+            for args, kwargs in calls:
+                said = verdict(name, _layers(other)[2], args, resolve(other, args, kwargs, None))
+                if said is not None:
+                    found["failed"].append([case.name, config_label(None), said])
     return found
 
 

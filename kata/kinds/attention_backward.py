@@ -135,7 +135,9 @@ class _Idle:
 def siblings(kernel):
     """The preprocess and dQ kernels of the module that defines ``kernel`` (the dK, dV one),
     found through its wrappers: Triton's (``fn``) and the grader's pin of a configuration
-    (``kernel``)."""
+    (``kernel``); the compile gate's stand-ins for them when ``kernel`` is its recorder."""
+    if hasattr(kernel, "companion"):
+        return tuple(kernel.companion(name) for name in SIBLINGS)
     inner = kernel
     while hasattr(inner, "fn") or hasattr(inner, "kernel"):
         inner = getattr(inner, "fn", None) or inner.kernel

@@ -135,6 +135,15 @@ GALLERY = [
           "while D is a power of two of at least 16",
           fills={"ds": _both("ds = p * (dp - delta[:, None]) / tl.sqrt(BLOCK_D * 1.0)")},
           failed=["dqdk-tiles", "dqdk-causal"], breaks="ds"),
+    wrong("10-dq-dot-k8", "a tl.dot with an inner dimension of 8 in the dQ kernel alone: the "
+          "interpreter runs it, a GPU's compiler refuses it (the compile gate compiles all three "
+          "kernels, not the graded one alone)",
+          fills={"recompute-p": (
+              "p = tl.where(visible, tl.exp(qk * scale - lse[:, None]), 0.0)",
+              "p = tl.where(visible, tl.exp(qk * scale - lse[:, None]), 0.0)\n"
+              "p += tl.dot(tl.zeros([BLOCK_M, 8], dtype=tl.float16),\n"
+              "            tl.zeros([8, BLOCK_N], dtype=tl.float16))")},
+          score="zero", expect={"error": "does not compile"}),
     right("10-exp2", "P in base 2: exp2 of the scores and lse times log2(e)",
           fills={"recompute-p": _both(
               "LOG2E = 1.4426950408889634\n"
