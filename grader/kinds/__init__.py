@@ -18,6 +18,8 @@ gives two functions, and the bench calls them in this registry's order:
   rows; a section the run leaves out (``--quick``, ``--graded-shapes``) is simply not returned.
 - ``host_rows(bench) -> list[dict]``: the kind's rows of the shared ``"host"`` section (one per
   wrapper, made by ``bench.host_row``), or ``[]``; called unless ``--graded-shapes``.
+- optionally ``PANELS`` (an int) and ``plot(data, axes)``: the kind's panels of
+  ``reports/bench.png``, drawn on its ``PANELS`` matplotlib axes from the whole run's ``data``.
 
 ``bench`` is the running bench module itself, passed in rather than imported (run as a script
 it is ``__main__``, and an import would give a second copy whose ``DRY`` is never set). It
