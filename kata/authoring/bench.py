@@ -30,7 +30,7 @@ import torch
 
 from kata import runtime
 
-# Run as a script, the backend is chosen before Triton is first imported (kata.host imports
+# Run as a script, the backend is chosen before Triton is first imported (this module imports
 # it): a Triton imported before TRITON_INTERPRET is set runs the interpreter's kernels
 # half-patched, and the dry run failed ("Cannot call @triton.jit'd outside of the scope of a
 # kernel"). Imported as a module, it chooses nothing (the importer has).

@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kata import host, runtime
+from kata import runtime
 from kata.kinds import moe_dispatch
 
 
@@ -35,12 +35,12 @@ def dispatch_rows(bench) -> list[dict]:
     for M, K, E in ((300, 2, 8),) if bench.DRY else DISPATCH_SHAPES:
         capacity = math.ceil(1.25 * M * K / E)
         idx = torch.rand(M, E, device=runtime.DEVICE).topk(K, dim=-1).indices.int()
-        host.check_dispatch_input(idx, E, capacity)
-        outs = host.dispatch_buffers(M, K, E, idx.device)
+        moe_dispatch.check_dispatch_input(idx, E, capacity)
+        outs = moe_dispatch.dispatch_buffers(M, K, E, idx.device)
         kernel = module.moe_dispatch_kernel
 
         def run(idx=idx, E=E, capacity=capacity, outs=outs, kernel=kernel):
-            return host.launch_moe_dispatch(
+            return moe_dispatch.launch_moe_dispatch(
                 kernel, idx, E, capacity, block=DISPATCH_BLOCK, out=outs, check_ids=False
             )
 
@@ -81,7 +81,7 @@ def _dispatch_host_row(bench) -> dict:
     capacity = math.ceil(1.25 * M * K / E)
     idx = torch.rand(M, E, device=runtime.DEVICE).topk(K, dim=-1).indices.int()
     dispatch = module.moe_dispatch
-    outs = host.dispatch_buffers(M, K, E, idx.device)
+    outs = moe_dispatch.dispatch_buffers(M, K, E, idx.device)
     baseline = moe_dispatch.INTERFACE.baseline
     fns = {
         "fast": lambda: dispatch(idx, E, capacity, DISPATCH_BLOCK, check_ids=False),

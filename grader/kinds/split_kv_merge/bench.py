@@ -7,7 +7,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kata import host, runtime
+from kata import runtime
 from kata.kinds import split_kv_merge
 
 
@@ -59,7 +59,7 @@ def split_kv_rows(bench, quick: bool) -> list[dict]:
                 continue  # fp32 K and V of 17 and 34 GB there: the bf16 rows say what they would
             shape = {"B": B, "H": H, "N": N, "D": D, "dtype": dtype}
             decode, sdpa, label, _ = interface.timed(torch, merge, shape)
-            splits = host.default_num_splits(B * H, N)
+            splits = split_kv_merge.default_num_splits(B * H, N)
             unsplit, _, _, _ = interface.timed(torch, merge, {**shape, "splits": 1})
             moved = 2 * B * H * N * D * (2 if dtype == "bfloat16" else 4)
             row = {**shape, "mb_moved": moved / 1e6}
@@ -76,14 +76,14 @@ def split_kv_rows(bench, quick: bool) -> list[dict]:
             q = torch.randn(B * H, D, device=runtime.DEVICE, dtype=getattr(torch, dtype))
             kv = [torch.randn(B * H, N, D, device=runtime.DEVICE, dtype=q.dtype) for _ in "kv"]
             lengths = torch.full((B * H,), N, dtype=torch.int32, device=runtime.DEVICE)
-            m, l, acc = host.launch_split_kv_partials(  # noqa: E741
+            m, l, acc = split_kv_merge.launch_split_kv_partials(  # noqa: E741
                 module.split_kv_partial_kernel, q, *kv, lengths, splits
             )
             del q, kv
             row["splits"] = m.shape[1]  # a whole number of key tiles each: maybe fewer than asked
             outs = (torch.empty(B * H, D, device=m.device), torch.empty(B * H, device=m.device))
             fns = {
-                "merge": lambda: host.launch_split_kv_merge(
+                "merge": lambda: split_kv_merge.launch_split_kv_merge(
                     merge, m, l, acc, out=outs[0], lse=outs[1]
                 ),
                 "torch_merge": lambda: _torch_merge(m, l, acc),
@@ -115,7 +115,7 @@ def _split_kv_host_row(bench) -> dict:
     kv = [torch.randn(B * H, N, D, device=runtime.DEVICE, dtype=q.dtype) for _ in "kv"]
     lengths = torch.full((B * H,), N, dtype=torch.int32, device=runtime.DEVICE)
     decode = module.split_kv_decoding
-    m, l, acc = host.launch_split_kv_partials(  # noqa: E741
+    m, l, acc = split_kv_merge.launch_split_kv_partials(  # noqa: E741
         module.split_kv_partial_kernel, q, *kv, lengths
     )
     Sp = m.shape[1]

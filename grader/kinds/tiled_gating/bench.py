@@ -1,4 +1,4 @@
-"""The gating rows of ``nox -s bench`` (the convention: ``grader.kinds``): 05 against 03 and
+"""The gating rows (05 and 03) of ``nox -s bench`` (the convention: ``grader.kinds``): 05 against 03 and
 torch at a million tokens, a decode step's batch where the launch costs more than the work, and
 the host time of 05's wrapper and its parts."""
 
@@ -8,7 +8,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kata import host, runtime
+from kata import runtime
+from kata.kinds import tiled_gating
 
 
 @triton.jit
@@ -105,7 +106,7 @@ def gating_rows(bench, quick: bool, copy_tbps: float, graded_only: bool = False)
             # outputs at every call costs more host time than the kernel takes at E = 8, and a
             # round then times the host.
             outs = _gating_outputs(M)
-            fns = {"fast": lambda: host.launch_fast_gating(kernel, x, out=outs)}
+            fns = {"fast": lambda: tiled_gating.launch_fast_gating(kernel, x, out=outs)}
             if not graded_only:
                 fns["chapter"] = lambda: chapter(x)
             fns["torch"] = lambda: _torch_gating(x)
@@ -191,8 +192,8 @@ def _gating_host_row(bench) -> dict:
         "torch": lambda: _torch_gating(x),
         "launch_floor": _gating_floor(x, _gating_outputs(M)),
         # 05's parts: the checks it makes on every call, and its one allocation.
-        "checks": lambda: host._usual_gating_input(x),
-        "one_allocation": lambda: host.gating_outputs(M, x.device),
+        "checks": lambda: tiled_gating.usual_gating_input(x),
+        "one_allocation": lambda: tiled_gating.gating_outputs(M, x.device),
         "four_allocations": lambda: _gating_outputs(M),
     }
     return bench.host_row("05 fast_top2_gating", {"M": M, "E": E, "dtype": "float32"}, fns)

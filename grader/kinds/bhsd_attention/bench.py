@@ -1,4 +1,4 @@
-"""The attention rows of ``nox -s bench`` (the convention: ``grader.kinds``): 04 and, on a
+"""The attention rows (04, 07 and 01) of ``nox -s bench`` (the convention: ``grader.kinds``): 04 and, on a
 Hopper GPU, 07 against SDPA and each of its backends, the chapter's 01 kernel for scale, and the
 host time of their wrappers."""
 
