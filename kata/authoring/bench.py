@@ -156,7 +156,7 @@ def as_graded(number: str, kernel, shape: dict) -> dict | None:
     interface, shapes = graded(number)
     if DRY or shape not in shapes:
         return None
-    return timing.time_shape(interface, kernel, torch, shape)
+    return timing.time_shape(interface, kernel, shape)
 
 
 def gpu_state() -> dict:

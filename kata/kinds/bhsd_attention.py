@@ -45,11 +45,10 @@ class BHSDAttention(Interface):
     def tolerance(self, key, dtype):
         return (1e-2, 1e-2)  # P is rounded to 16 bits before P @ V, and out is 16-bit
 
-    # ``torch`` is kata/authoring/bench.py's argument: it goes when the bench rows move here.
-    def baseline(self, torch, q, k, v, causal):
+    def baseline(self, q, k, v, causal):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-    def timed(self, torch, kernel, shape: dict):
+    def timed(self, kernel, shape: dict):
         """(kernel call, torch call, label, baseline name) on one random bf16 problem of
         ``shape``: B, H, S, D and causal."""
         B, H, S, D, causal = (shape[k] for k in ("B", "H", "S", "D", "causal"))
@@ -58,7 +57,7 @@ class BHSDAttention(Interface):
         label = f"B={B} H={H} S={S} D={D} bf16" + (" causal" if causal else "")
         return (
             lambda: launch_fast_attention(kernel, q, k, v, causal=causal, out=out),
-            lambda: self.baseline(torch, q, k, v, causal),
+            lambda: self.baseline(q, k, v, causal),
             label,
             "torch SDPA",
         )

@@ -114,8 +114,7 @@ class MoeDispatch(Interface):
     def tolerance(self, key, dtype):
         return (0.0, 0.0)  # rows and counts are integers: exact
 
-    # ``torch`` is kata/authoring/bench.py's argument: it goes when the bench rows move here.
-    def baseline(self, torch, idx, E: int, capacity: int):
+    def baseline(self, idx, E: int, capacity: int):
         """The same layout in torch: a stable sort by expert (token order kept within each), a
         count by scatter_add (bincount would synchronise to size its output), two exclusive
         cumsums and a scatter; no host synchronisation."""
@@ -142,7 +141,7 @@ class MoeDispatch(Interface):
             token_of_slot[:P].int(),
         )
 
-    def timed(self, torch, kernel, shape: dict):
+    def timed(self, kernel, shape: dict):
         """(kernel call, torch call, label, baseline name) on one random top-K routing of
         ``shape``: M tokens, K choices, E experts, capacity = ceil(factor * M * K / E)."""
         M, K, E = shape["M"], shape["K"], shape["E"]
@@ -156,7 +155,7 @@ class MoeDispatch(Interface):
             lambda: launch_moe_dispatch(
                 kernel, idx, E, capacity, block=block, out=outs, check_ids=False
             ),
-            lambda: self.baseline(torch, idx, E, capacity),
+            lambda: self.baseline(idx, E, capacity),
             label,
             "torch stable sort -> scatter_add counts -> cumsum -> scatter",
         )

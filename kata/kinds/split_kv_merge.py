@@ -105,14 +105,13 @@ class SplitKVMerge(Interface):
         # one float32 ulp is 1.5e-5, hence the relative part.
         return (1e-5, 1e-5)
 
-    # ``torch`` is kata/authoring/bench.py's argument: it goes when the bench rows move here.
-    def baseline(self, torch, q, k, v):
+    def baseline(self, q, k, v):
         """torch SDPA, one query row per (batch, head) against the whole cache: q (B, H, D), k
         and v (B, H, N, D)."""
         sdpa = torch.nn.functional.scaled_dot_product_attention
         return sdpa(q[:, :, None, :], k, v)[:, :, 0, :]
 
-    def timed(self, torch, kernel, shape: dict):
+    def timed(self, kernel, shape: dict):
         """(decode call, torch call, label, baseline name) on one random problem of ``shape``:
         B sequences x H heads, each one query row against N cached keys of D dims, in
         ``dtype``. The decode is the whole of it, both kernels: the file's given partial kernel
@@ -138,7 +137,7 @@ class SplitKVMerge(Interface):
             return launch_split_kv_merge(kernel, m, l, acc)
 
         label = f"B={B} H={H} N={N} D={D} {shape['dtype']} splits={splits}"
-        return decode, lambda: self.baseline(torch, q, k, v), label, "torch SDPA"
+        return decode, lambda: self.baseline(q, k, v), label, "torch SDPA"
 
 
 INTERFACE = SplitKVMerge(

@@ -19,12 +19,11 @@ class TiledGating(gating.Gating):
     def _launch_helper(self):
         return launch_fast_gating
 
-    # ``torch`` is kata/authoring/bench.py's argument: it goes when the bench rows move here.
-    def baseline(self, torch, logits):
+    def baseline(self, logits):
         w, i = torch.topk(torch.softmax(logits.float(), dim=-1), 2, dim=-1)
         return w / w.sum(dim=-1, keepdim=True), i
 
-    def timed(self, torch, kernel, shape: dict):
+    def timed(self, kernel, shape: dict):
         """(kernel call, torch call, label, baseline name) on one random problem of ``shape``:
         M tokens x E experts in ``dtype``."""
         M, E = shape["M"], shape["E"]
@@ -36,7 +35,7 @@ class TiledGating(gating.Gating):
         label = f"M={M // 2**20}M E={E} {shape['dtype']}" if M >= 2**20 else f"M={M} E={E}"
         return (
             lambda: launch_fast_gating(kernel, x, out=outs),
-            lambda: self.baseline(torch, x),
+            lambda: self.baseline(x),
             label,
             "torch softmax -> topk -> divide",
         )

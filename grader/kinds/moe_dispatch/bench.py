@@ -44,7 +44,7 @@ def dispatch_rows(bench) -> list[dict]:
                 kernel, idx, E, capacity, block=DISPATCH_BLOCK, out=outs, check_ids=False
             )
 
-        got, want = run(), interface.baseline(torch, idx, E, capacity)
+        got, want = run(), interface.baseline(idx, E, capacity)
         filled = int(want[0].sum())
         agrees = all(bool(torch.equal(g, w)) for g, w in zip(got[:3], want[:3]))
         agrees = agrees and bool(torch.equal(got[3][:filled], want[3][:filled]))
@@ -59,7 +59,7 @@ def dispatch_rows(bench) -> list[dict]:
         }
         fns = {
             "kernel": run,
-            "torch": lambda idx=idx, E=E, c=capacity: interface.baseline(torch, idx, E, c),
+            "torch": lambda idx=idx, E=E, c=capacity: interface.baseline(idx, E, c),
         }
         for name, timed in bench.time_ms(fns).items():
             row[f"{name}_ms"], row[f"{name}_spread"] = timed["ms"], timed["spread"]
@@ -86,7 +86,7 @@ def _dispatch_host_row(bench) -> dict:
     fns = {
         "fast": lambda: dispatch(idx, E, capacity, DISPATCH_BLOCK, check_ids=False),
         "fast_checked": lambda: dispatch(idx, E, capacity, DISPATCH_BLOCK),
-        "torch": lambda: baseline(torch, idx, E, capacity),
+        "torch": lambda: baseline(idx, E, capacity),
         "launch_floor": lambda: _floor_dispatch[(1,)](
             idx, *outs, M, K, E, capacity, C0=DISPATCH_BLOCK, C1=E
         ),

@@ -58,9 +58,9 @@ def split_kv_rows(bench, quick: bool) -> list[dict]:
             if dtype == "float32" and B * H * N > 8 * 32 * 16384 and not bench.DRY:
                 continue  # fp32 K and V of 17 and 34 GB there: the bf16 rows say what they would
             shape = {"B": B, "H": H, "N": N, "D": D, "dtype": dtype}
-            decode, sdpa, label, _ = interface.timed(torch, merge, shape)
+            decode, sdpa, label, _ = interface.timed(merge, shape)
             splits = split_kv_merge.default_num_splits(B * H, N)
-            unsplit, _, _, _ = interface.timed(torch, merge, {**shape, "splits": 1})
+            unsplit, _, _, _ = interface.timed(merge, {**shape, "splits": 1})
             moved = 2 * B * H * N * D * (2 if dtype == "bfloat16" else 4)
             row = {**shape, "mb_moved": moved / 1e6}
             row["max_err_vs_sdpa"] = float(
@@ -108,9 +108,7 @@ def _split_kv_host_row(bench) -> dict:
     module = bench.load("08")
     B, H, N, D = (1, 2, 256, 16) if bench.DRY else (1, 32, 1024, 128)
     shape = {"B": B, "H": H, "N": N, "D": D, "dtype": "bfloat16"}
-    _, sdpa_decode, _, _ = split_kv_merge.INTERFACE.timed(
-        torch, module.split_kv_merge_kernel, shape
-    )
+    _, sdpa_decode, _, _ = split_kv_merge.INTERFACE.timed(module.split_kv_merge_kernel, shape)
     q = torch.randn(B * H, D, device=runtime.DEVICE, dtype=torch.bfloat16)
     kv = [torch.randn(B * H, N, D, device=runtime.DEVICE, dtype=q.dtype) for _ in "kv"]
     lengths = torch.full((B * H,), N, dtype=torch.int32, device=runtime.DEVICE)
