@@ -176,10 +176,6 @@ def test_the_loop_finder_sees_a_kind_that_imports_the_judge_stage_back():
 
 # ---- a kind of kernel is one home on each side ------------------------------------------------
 
-# Files that name kinds until the lead moves their parts into the kinds' homes, once the branch
-# that is changing them (perf-host) has merged: the bench's rows and the tables made of them.
-PENDING = {"kata/authoring/bench.py", "kata/authoring/bench_docs.py"}
-
 
 def code_words(path) -> list[str]:
     """What a file says in code: its names (variables, attributes, functions, arguments,
@@ -247,7 +243,7 @@ def strangers(kind: str, root: Path = ROOT) -> list[str]:
     """The files that name ``kind`` outside its homes."""
     exercises = tomllib.loads((root / "exercises" / "info.toml").read_text())["exercise"]
     stems = {e["stem"] for e in exercises if e["interface"] == kind}
-    return [f for f in naming(kind, root) if not is_home(kind, f, stems) and f not in PENDING]
+    return [f for f in naming(kind, root) if not is_home(kind, f, stems)]
 
 
 def kind_names(root: Path = ROOT) -> list[str]:

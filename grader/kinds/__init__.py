@@ -8,6 +8,29 @@ One line per kind below, the kind's name and its home. A home's package gives ``
 tuple, in catalogue order), ``JUDGES`` (judge name -> class) and ``failure(judge, case, got)``
 (its figure), and may give ``probe(causal)`` (a case the pictures of a failure are drawn on)
 with ``probe_details(case, got)``; ``<home>.pictures`` draws, when the kind has pictures.
+
+A kind timed by ``nox -s bench`` (kata/authoring/bench.py) has ``<home>.bench``, imported only
+by the bench (it imports torch and Triton, and may define ``@triton.jit`` floor kernels). It
+gives two functions, and the bench calls them in this registry's order:
+
+- ``rows(bench, *, quick: bool, graded_only: bool, copy_tbps: float) -> dict[str, list[dict]]``:
+  the kind's sections of ``bench.json``, each key a section (``"attention"``), each value its
+  rows; a section the run leaves out (``--quick``, ``--graded-shapes``) is simply not returned.
+- ``host_rows(bench) -> list[dict]``: the kind's rows of the shared ``"host"`` section (one per
+  wrapper, made by ``bench.host_row``), or ``[]``; called unless ``--graded-shapes``.
+- optionally ``PANELS`` (an int) and ``plot(data, axes)``: the kind's panels of
+  ``reports/bench.png``, drawn on its ``PANELS`` matplotlib axes from the whole run's ``data``.
+
+``bench`` is the running bench module itself, passed in rather than imported (run as a script
+it is ``__main__``, and an import would give a second copy whose ``DRY`` is never set). It
+gives the shared tools: ``DRY``, ``time_ms(fns)``, ``graph_ms(fns)``, ``host_us(fns)``,
+``host_row(wrapper, shape, fns)``, ``drop_if_failing(fns, name)``, ``same_size_copy(bytes)``,
+``load(number)``, ``graded(number)``, ``as_graded(number, kernel, shape)``, ``graded_line(row)``.
+
+The docs' figures from the H200 run (kata/authoring/bench_docs.py) come from
+``<home>.tables`` where a kind has one, a module without torch: ``TABLES`` (a generated
+section's marker name -> ``fn(data) -> str``) and ``DERIVED`` (a derived field's name ->
+``fn(row, data)``).
 """
 
 from __future__ import annotations
@@ -57,6 +80,21 @@ def _traps() -> dict:
     for module in KINDS.values():
         found.update((t.id, t) for t in importlib.import_module(module).TRAPS)
     return found
+
+
+def _part(name: str, part: str):
+    module = f"{KINDS[name]}.{part}"
+    return importlib.import_module(module) if importlib.util.find_spec(module) else None
+
+
+def benches() -> list:
+    """The ``bench`` module of each kind that has one, in the registry's order."""
+    return [m for m in (_part(name, "bench") for name in KINDS) if m is not None]
+
+
+def tables() -> list:
+    """The ``tables`` module of each kind that has one, in the registry's order."""
+    return [m for m in (_part(name, "tables") for name in KINDS) if m is not None]
 
 
 def __getattr__(name: str):

@@ -47,6 +47,10 @@ import traceback
 
 from grader.run import order
 
+# torch, bound by main() and compile_only() once isolation.enter() has run: nothing heavy is
+# imported at the top of this module (tests/test_isolation.py).
+torch = None
+
 GPU_TARGET = ("cuda", 90, 32)  # what the course grades on: an sm_90 GPU (H100, H200)
 
 
@@ -327,7 +331,7 @@ class Recorder:
         return self.companions.setdefault(name, Recorder())
 
 
-def record_launches(interface, torch, case, companions: dict | None = None) -> list:
+def record_launches(interface, case, companions: dict | None = None) -> list:
     """The ``(args, kwargs)`` of each launch of the graded kernel the interface makes for
     ``case``, none of them run; ``companions``, if given, gets those of the file's other
     kernels the launch runs, by name."""
@@ -445,7 +449,7 @@ def forbidden_compiled(kernel, forbidden) -> str | None:
     return None
 
 
-def compile_for_gpu(job: dict, interface, torch, module) -> dict:
+def compile_for_gpu(job: dict, interface, module) -> dict:
     """Compile every launch the job's cases make, for the course's GPU. ``{"failed",
     "launches", "configs"}``: ``failed`` holds ``[case, configuration, message]`` for each run
     the GPU's compiler refuses (that run gets the compiler's verdict, as on a GPU, and never
@@ -474,7 +478,7 @@ def compile_for_gpu(job: dict, interface, torch, module) -> dict:
 
     for case in job["cases"]:
         companions: dict[str, list] = {}
-        for args, kwargs in record_launches(interface, torch, case, companions):
+        for args, kwargs in record_launches(interface, case, companions):
             configs = [case.config] if case.config else own_configs(kernel, args, kwargs)
             if case.each_config:
                 found["configs"][case.name] = configs
@@ -510,7 +514,7 @@ def _signature_key(args: tuple, kwargs: dict) -> tuple:
 # ---- 3. launch --------------------------------------------------------------------------------
 
 
-def _arrays(torch, outputs: dict) -> dict:
+def _arrays(outputs: dict) -> dict:
     """Each output as float32 / int32 NumPy, with its unwritten mask."""
     from kata.kinds import base
 
@@ -554,7 +558,7 @@ def _compile_launches(kernel, launches) -> None:
         list(pool.map(compile_one, todo))
 
 
-def warm_up(kernel, interface, torch, cases, configs: dict) -> None:
+def warm_up(kernel, interface, cases, configs: dict) -> None:
     """On a GPU, compile every launch the cases will make, several at once, before the first one
     runs: Triton compiles each new signature at its first launch, one after another, and that
     is most of a cold grading's time. ``KATA_COMPILE_THREADS=0`` turns this off."""
@@ -564,7 +568,7 @@ def warm_up(kernel, interface, torch, cases, configs: dict) -> None:
     launches = []
     for case in cases:
         try:
-            calls = record_launches(interface, torch, case)
+            calls = record_launches(interface, case)
         except Exception:  # noqa: BLE001  (the case itself will say)
             continue
         for args, kwargs in calls:
@@ -575,7 +579,7 @@ def warm_up(kernel, interface, torch, cases, configs: dict) -> None:
     _compile_launches(kernel, launches)
 
 
-def compile_timed(kernel, interface, torch, shapes) -> None:
+def compile_timed(kernel, interface, shapes) -> None:
     """Compile the launches of the timed shapes under every configuration the kernel's own
     autotuner may try, so that autotuning them later only times them."""
     if _compile_threads() <= 0:
@@ -583,7 +587,7 @@ def compile_timed(kernel, interface, torch, shapes) -> None:
     launches = []
     for shape in shapes:
         recorder = Recorder()
-        interface.timed(torch, recorder, shape)[0]()
+        interface.timed(recorder, shape)[0]()
         for args, kwargs in recorder.calls:
             for config in own_configs(kernel, args, kwargs) or [None]:
                 launches.append((args, kwargs, config))
@@ -614,7 +618,7 @@ def _runs(case, configs: dict, interpreter: bool) -> list[dict | None]:
     return runs
 
 
-def run_reversed(fd: int, job: dict, interface, torch, kernel, ran: list) -> list[str]:
+def run_reversed(fd: int, job: dict, interface, kernel, ran: list) -> list[str]:
     """In the interpreter, launch each case that ran (``ran``: its configuration and natural
     outputs) again with the grid's programs in reverse order (``grader.run.order``). A run
     whose outputs differ is sent as one more record of its case, labelled so, for the judge;
@@ -632,7 +636,7 @@ def run_reversed(fd: int, job: dict, interface, torch, kernel, ran: list) -> lis
         try:
             with order.reversed_programs():
                 outputs = interface.launch(Pinned(kernel, config), case, runtime.DEVICE)
-                arrays = _arrays(torch, outputs)
+                arrays = _arrays(outputs)
         except BaseException as exc:
             send(
                 fd,
@@ -658,7 +662,8 @@ def compile_only(fd: int, job: dict) -> int:
     from kata import runtime
 
     runtime.configure()  # KATA_DEVICE=compiler, from the runner
-    import torch
+    global torch
+    import torch  # noqa: F401 (bound before the file loads, as in main)
 
     from grader.judge import errors
     from kata import catalogue, kinds
@@ -677,7 +682,7 @@ def compile_only(fd: int, job: dict) -> int:
         found["error"] = kernel_problem(module, exercise, interpreted=True)
     if not found["error"]:
         try:
-            found.update(compile_for_gpu(job, kinds.get(job["interface"]), torch, module))
+            found.update(compile_for_gpu(job, kinds.get(job["interface"]), module))
         except BaseException as exc:  # the file's own host code, anything
             found["error"] = "compiling the kernel failed: " + errors.explain(exc, job["file"])
     send(fd, "compiled", seconds=round(time.monotonic() - start, 2), **found)
@@ -705,18 +710,18 @@ def load(fd: int, job: dict, exercise, status: dict):
     return getattr(module, exercise.kernel)
 
 
-def configs_to_run(job: dict, interface, torch, kernel) -> dict:
+def configs_to_run(job: dict, interface, kernel) -> dict:
     """The configurations a case runs under, where the compiler did not say (on a GPU): the
     file's own autotuner's, seen from here."""
     configs = dict(job.get("configs") or {})
     for case in job["cases"]:
         if case.each_config and case.name not in configs:
-            args, kwargs = record_launches(interface, torch, case)[0]
+            args, kwargs = record_launches(interface, case)[0]
             configs[case.name] = own_configs(kernel, args, kwargs)
     return configs
 
 
-def run_cases(fd: int, job: dict, interface, torch, kernel, exercise, configs, watch) -> list:
+def run_cases(fd: int, job: dict, interface, kernel, exercise, configs, watch) -> list:
     """Launch every case under each of its configurations and send its outputs, or why it
     failed. Returns ``(case, configuration, outputs)`` of each run that ended well, for the
     reversed runs."""
@@ -748,7 +753,7 @@ def run_cases(fd: int, job: dict, interface, torch, kernel, exercise, configs, w
                     torch.cuda.synchronize()
                 if watch.launches == before_launches:
                     raise errors.NotLaunched(f"`{exercise.kernel}` never reached a Triton launch")
-                arrays = _arrays(torch, outputs)
+                arrays = _arrays(outputs)
             except BaseException as exc:
                 message = errors.explain(exc, file)
                 fatal = runtime.DEVICE == "cuda" and "CUDA" in f"{type(exc).__name__} {exc}"
@@ -772,7 +777,7 @@ def run_cases(fd: int, job: dict, interface, torch, kernel, exercise, configs, w
     return ran
 
 
-def time_kernel(fd: int, job: dict, interface, torch, kernel, watch) -> None:
+def time_kernel(fd: int, job: dict, interface, kernel, watch) -> None:
     """Time the performance track's shapes and send the result, or why timing failed."""
     from grader.judge import errors
     from grader.run import timing
@@ -783,8 +788,7 @@ def time_kernel(fd: int, job: dict, interface, torch, kernel, watch) -> None:
             interface,
             job["timing"],
             kernel,
-            torch,
-            compile_all=lambda shapes: compile_timed(kernel, interface, torch, shapes),
+            compile_all=lambda shapes: compile_timed(kernel, interface, shapes),
         )
     except BaseException as exc:
         result = {"timed": False, "reason": "timing failed: " + errors.explain(exc, job["file"])}
@@ -796,6 +800,7 @@ def main(fd: int, job: dict) -> int:
 
     runtime.configure()  # KATA_DEVICE, from the runner
     # Everything the grader launches with is imported and bound before the submission loads.
+    global torch
     import torch
 
     from grader.judge import errors
@@ -814,9 +819,9 @@ def main(fd: int, job: dict) -> int:
     kernel = load(fd, job, exercise, status)
     if kernel is None:
         return 0
-    configs = configs_to_run(job, interface, torch, kernel)
+    configs = configs_to_run(job, interface, kernel)
     if runtime.DEVICE == "cuda":
-        warm_up(kernel, interface, torch, job["cases"], configs)
+        warm_up(kernel, interface, job["cases"], configs)
         # No compile gate on a GPU: what the warm-up compiled is judged before anything runs.
         status["error"] = forbidden_compiled(kernel, job.get("forbidden"))
         if status["error"]:
@@ -825,11 +830,11 @@ def main(fd: int, job: dict) -> int:
             return 0
     # Correctness launches share the GPU with other exercises' launches, never with a timing.
     with timing.gpu_shared() if runtime.DEVICE == "cuda" else contextlib.nullcontext():
-        ran = run_cases(fd, job, interface, torch, kernel, exercise, configs, watch)
+        ran = run_cases(fd, job, interface, kernel, exercise, configs, watch)
     # After every case's natural run, so that a reversed run that crashes or hangs costs only
     # its own case (the runner reads the "reversing" record it left).
     if runtime.INTERPRETER:
-        depended = run_reversed(fd, job, interface, torch, kernel, ran)
+        depended = run_reversed(fd, job, interface, kernel, ran)
         if depended:
             status["warnings"].append(order.warning(depended))
     if runtime.DEVICE == "cuda":  # kernels compiled at their launch (past the warm-up)
@@ -842,7 +847,7 @@ def main(fd: int, job: dict) -> int:
         )
     send(fd, "status", **status)
     if job.get("timing") and runtime.DEVICE == "cuda" and not status["error"]:
-        time_kernel(fd, job, interface, torch, kernel, watch)
+        time_kernel(fd, job, interface, kernel, watch)
     return 0
 
 

@@ -18,6 +18,8 @@ import os
 import tempfile
 from pathlib import Path
 
+import torch
+
 POINTS = 10  # per exercise, on top of its correctness points
 ROUNDS = 5  # interleaved timing rounds per shape, for the kernel and for torch
 WARMUP_MS, REP_MS = 10, 50  # each round: one do_bench(warmup=WARMUP_MS, rep=REP_MS), its median
@@ -124,11 +126,11 @@ def gpu_to_ourselves():
         yield
 
 
-def time_shape(interface, kernel, torch, shape: dict) -> dict:
+def time_shape(interface, kernel, shape: dict) -> dict:
     """One timing row: the kernel and the interface's torch baseline on the same inputs of
     ``shape``, in ROUNDS interleaved rounds. What the grader reports for each timed shape, and
     what ``nox -s bench`` reports beside its own tables for the shapes the grader times."""
-    mine, ref, label, baseline = interface.timed(torch, kernel, shape)
+    mine, ref, label, baseline = interface.timed(kernel, shape)
     mine(), ref()  # compiles what is not compiled yet, autotunes, warms the caches
     config = chosen_config(kernel)
     found = interleaved_ms({"kernel": mine, "torch": ref})
@@ -139,7 +141,7 @@ def time_shape(interface, kernel, torch, shape: dict) -> dict:
     return row
 
 
-def measure(interface, shapes, kernel, torch, compile_all=None) -> dict:
+def measure(interface, shapes, kernel, compile_all=None) -> dict:
     """One timing row per shape (``time_shape``). ``compile_all(shapes)`` first compiles every
     configuration the kernel's autotuner may try, seconds of CPU beside other exercises'
     launches; the autotuner then times them, and the rounds run, with the GPU to ourselves."""
@@ -147,7 +149,7 @@ def measure(interface, shapes, kernel, torch, compile_all=None) -> dict:
         with gpu_shared():
             compile_all(shapes)
     with gpu_to_ourselves():
-        rows = [time_shape(interface, kernel, torch, shape) for shape in shapes]
+        rows = [time_shape(interface, kernel, shape) for shape in shapes]
     return {"timed": True, "device": torch.cuda.get_device_name(), "shapes": rows}
 
 

@@ -4,15 +4,16 @@ Every figure from that run carries a tag right after it, saying what it is:
 
     **0.94-0.97x<!-- h200: attention fast_vs_sdpa @ bf16 D=64 S>=4096 -->** torch SDPA
 
-``attention`` and ``gating`` select rows of the run (after ``@``: ``bf16``, ``fp16``, ``fp32``,
-``causal``, ``non-causal``, ``KEY=V``, ``KEY=V1,V2``, ``KEY>=V``, ``KEY<=V``; no ``|``, which
-would split a table's cell) and a field of them, a key of the JSON or a derived one
+A section of rows (``attention``, ``gating``, ``split_kv``, ...) selects rows of the run (after
+``@``: ``bf16``, ``fp16``, ``fp32``, ``causal``, ``non-causal``, ``KEY=V``, ``KEY=V1,V2``,
+``KEY>=V``, ``KEY<=V``; no ``|``, which would split a table's cell) and a field of them, a key of the JSON or a derived one
 (``_derived``), or several separated by commas; the figure is the range of the values, or their
 ``min``/``max`` with that word first. ``copy FIELD``, ``chapter FIELD`` (the chapter's 01 kernel,
 timed for scale) and ``run PATH`` (``versions.torch``, ``gpu_state_after.clocks.sm``) read one
 value. The figure keeps the form it has in the page: its decimals, its suffix, a range or a
 single number. The attention and gating tables of performance.md and 07's table are whole
-generated sections.
+generated sections, each drawn by its kind's ``tables`` module (``TABLES``, ``DERIVED``; the
+convention is in ``grader.kinds``).
 
 ``python -m kata.authoring.docs`` (``nox -s generate``) rewrites every tagged figure and section
 from the JSON, so that a new bench run replaces them all; ``problems()`` reports drift. The
@@ -21,12 +22,14 @@ words around the figures stay hand-written: reread them after a new run.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from functools import cache
 from pathlib import Path
 
+from grader import kinds
 from kata.catalogue import ROOT
 
 BENCH = ROOT / "docs" / "bench_h200.json"
@@ -53,24 +56,19 @@ def load(path: Path | None = None) -> dict:
 
 
 def _derived(data: dict) -> dict:
-    """Fields computed from a row (and the run's copy bandwidth)."""
-    copy = data["copy"]["tbps"]
-    return {
-        # attention
-        "fa3_over_fast_pct": lambda r: (r["fa3_tflops"] / r["fast_tflops"] - 1) * 100,
-        "fast_behind_sdpa_pct": lambda r: (1 - r["fast_vs_sdpa"]) * 100,
-        "fast_vs_naive": lambda r: r["naive_ms"] / r["fast_ms"],
-        "fast_spread_pct": lambda r: r["fast_spread"] * 100,
-        "fa3_spread_pct": lambda r: r["fa3_spread"] * 100,
-        "sdpa_spread_pct": lambda r: r["sdpa_spread"] * 100,
-        # gating
-        "fast_us": lambda r: r["fast_ms"] * 1000,
-        "floor_ms": lambda r: r["mb_moved"] / (copy * 1000),
-        "indices_agree_pct": lambda r: r["indices_agree_with_torch"] * 100,
-        "top2_agree_pct": lambda r: r["top2_values_agree"] * 100,
-        # copy
-        "spread_pct": lambda r: r["spread"] * 100,
-    }
+    """Fields computed from a row (and the run), each kind's (``DERIVED`` of its ``tables``
+    module) and the copy's."""
+    found = {"spread_pct": lambda r: r["spread"] * 100}  # copy
+    for module in kinds.tables():
+        found.update(
+            {name: functools.partial(fn, data=data) for name, fn in module.DERIVED.items()}
+        )
+    return found
+
+
+def _sections_of(data: dict) -> list:
+    """The run's sections of rows (a list each), the host rows aside."""
+    return [v for k, v in data.items() if isinstance(v, list) and k != "host"]
 
 
 def _matches(row: dict, word: str) -> bool:
@@ -102,9 +100,9 @@ def values(data: dict, query: str) -> list:
         return [_path(data, field, query)]
     if table == "copy":
         rows = [data["copy"]]
-    elif table == "chapter":
-        rows = [r for r in data["attention"] if "kernel" in r]
-    elif table in ("attention", "gating"):
+    elif table == "chapter":  # a row timed for scale, named by its "kernel" (01's)
+        rows = [r for rows in _sections_of(data) for r in rows if "kernel" in r]
+    elif isinstance(data.get(table), list) and table != "host":
         rows = [r for r in data[table] if "kernel" not in r]
     else:
         raise FigureError(f"{query!r}: no table {table!r}")
@@ -201,97 +199,25 @@ def rewrite_figures(text: str, data: dict, where: str = "page") -> str:
 # ---- the generated tables ------------------------------------------------------------------
 
 
-def _x(v: float) -> str:
+def ratio(v: float) -> str:
+    """A speedup as the tables write it: two decimals and an x."""
     return f"{v:.2f}x"
 
 
-def _pct(v: float, decimals: int = 1) -> str:
+def percent(v: float, decimals: int = 1) -> str:
+    """A fraction as the tables write it, in percent."""
     return f"{v * 100:.{decimals}f}%"
 
 
-def attention_table(data: dict) -> str:
-    head = (
-        "| dtype | D | S | B x H | causal | 04 TFLOP/s | 07 TFLOP/s | SDPA default | cuDNN | flash "
-        "| efficient | **04 / default** | 04 / cuDNN | 04 / flash | **07 / default** | 07 / cuDNN "
-        "| 04 spread | 07 spread | default spread | naive | 04 max err | 07 max err |"
-    )
-    lines = [head, "|" + "---|" * head.count(" |")]
-    dtype = {v: k for k, v in DTYPES.items()}
-    for r in data["attention"]:
-        if "kernel" in r:
-            continue
-        naive = f"{r['naive_tflops']:.0f}" if r.get("naive_tflops") else "-"
-        cells = [
-            dtype[r["dtype"]],
-            r["D"],
-            r["S"],
-            f"{r['B']} x {r['H']}",
-            "yes" if r["causal"] else "no",
-            *(f"{r[k]:.0f}" for k in ("fast_tflops", "fa3_tflops", "sdpa_tflops")),
-            *(f"{r[k]:.0f}" for k in ("sdpa_cudnn_tflops", "sdpa_flash_tflops")),
-            f"{r['sdpa_efficient_tflops']:.0f}",
-            f"**{_x(r['fast_vs_sdpa'])}**",
-            _x(r["fast_vs_sdpa_cudnn"]),
-            _x(r["fast_vs_sdpa_flash"]),
-            f"**{_x(r['fa3_vs_sdpa'])}**",
-            _x(r["fa3_vs_sdpa_cudnn"]),
-            *(_pct(r[k]) for k in ("fast_spread", "fa3_spread", "sdpa_spread")),
-            naive,
-            f"{r['fast_max_err_vs_fp32']:.1e}",
-            f"{r['fa3_max_err_vs_fp32']:.1e}",
-        ]
-        lines.append("| " + " | ".join(map(str, cells)) + " |")
-    return "\n".join(lines) + "\n"
+def _sections() -> dict:
+    """Each kind's generated sections (``TABLES`` of its ``tables`` module), by marker name."""
+    found = {}
+    for module in kinds.tables():
+        found.update(module.TABLES)
+    return found
 
 
-def gating_table(data: dict) -> str:
-    head = (
-        "| E | dtype | MB moved | 05 us | 05 TB/s | **% of copy** | 05 spread | 03 (chapter) ms "
-        "| torch ms | **05 vs torch** | 05 vs 03 | top-2 values right | max weight err "
-        "| indices = torch's |"
-    )
-    lines = [head, "|" + "---|" * head.count(" |")]
-    dtype = {v: k for k, v in DTYPES.items()}
-    for r in data["gating"]:
-        agree = r["indices_agree_with_torch"] * 100
-        cells = [
-            r["E"],
-            dtype[r["dtype"]],
-            f"{r['mb_moved']:.0f}",
-            f"{r['fast_ms'] * 1000:.1f}",
-            f"{r['fast_tbps']:.2f}",
-            f"**{r['fast_pct_of_copy']:.0f}%**",
-            _pct(r["fast_spread"]),
-            f"{r['chapter_ms']:.3f}",
-            f"{r['torch_ms']:.3f}",
-            f"**{r['speedup_vs_torch']:.0f}x**",
-            f"{r['speedup_vs_chapter']:.1f}x",
-            f"{r['top2_values_agree'] * 100:.0f}%",
-            f"{r['max_weight_err_vs_fp64']:.1e}",
-            "100%" if agree == 100 else f"{agree:.2f}%",
-        ]
-        lines.append("| " + " | ".join(map(str, cells)) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def fa3_table(data: dict) -> str:
-    """07's page: bf16 at S >= 4096, 07 against 04 and SDPA's default."""
-    lines = [
-        "| D | S | causal | 07 TFLOP/s | 04 TFLOP/s | SDPA default (cuDNN) | **07 / cuDNN default** |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in data["attention"]:
-        if "kernel" in r or r["dtype"] != "bfloat16" or r["S"] < 4096:
-            continue
-        lines.append(
-            f"| {r['D']} | {r['S']} | {'yes' if r['causal'] else 'no'} | {r['fa3_tflops']:.0f} "
-            f"| {r['fast_tflops']:.0f} | {r['sdpa_tflops']:.0f} | {_x(r['fa3_vs_sdpa'])} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-SECTIONS = {
-    "h200-attention": attention_table,
-    "h200-gating": gating_table,
-    "h200-fa3": fa3_table,
-}
+def __getattr__(name: str):
+    if name == "SECTIONS":  # marker name -> fn(data) -> the section's text
+        return _sections()
+    raise AttributeError(name)

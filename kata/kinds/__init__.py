@@ -1,6 +1,7 @@
 """The kinds of kernel the kata grades: exercises/info.toml's ``interface`` names, one line each,
 with the module that is the kind's student-facing home (its parameters, launch, oracle and
-tolerance; ``kata.kinds.base`` holds what every kind shares).
+tolerance, and its host checks and launches, named in its ``HOST`` for ``kata.host``;
+``kata.kinds.base`` and ``kata.kinds.launch`` hold what every kind shares).
 
 Data only, no import of a kind at the top: the manifest reader (``kata.catalogue``) checks names
 here before it knows whether torch is installed, and each kind's module imports torch.

@@ -8,15 +8,18 @@ reference) call this oracle.
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
 import numpy as np
 import torch
+import triton
 
-from kata import catalogue, host
+from kata import catalogue, runtime
 from kata.examples import contrast, draw_qkv, header, row, verdict
 from kata.kinds.base import Interface, f64, poisoned
+from kata.kinds.launch import _require_device, _require_tensor
 
 # fmt: off
 PARAMS = (
@@ -55,7 +58,7 @@ class Attention2D(Interface):
     def launch(self, kernel, case, device):
         ins = self.inputs(case, device)
         out = poisoned(tuple(ins["q"].shape), "float32", device)
-        host.launch_attention(
+        launch_attention(
             kernel,
             ins["q"],
             ins["k"],
@@ -141,3 +144,81 @@ def causal_attention_example(causal_flash_attention, caller: str | None = None) 
         ):
             print(f"  (that kernel is not right yet even for its own task: finish {sibling.name})")
     return 0 if ok else 1
+
+
+# ---- host side: checks and launches (``kata.host`` gives them to the kernel files) ----------
+
+# What kata.host gives the kernel files, by name.
+HOST = (
+    "check_attention_inputs",
+    "attention_blocks",
+    "launch_attention",
+)
+
+
+def check_attention_inputs(q, k, v) -> None:
+    """Raise TypeError/ValueError naming the first problem with q (M, D), k and v (N, D)."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _require_tensor(name, x)
+    if q.shape[1] != k.shape[1]:
+        raise ValueError(
+            f"q and k must share the head dimension, got {q.shape[1]} and {k.shape[1]}"
+        )
+    if k.shape[0] != v.shape[0]:
+        raise ValueError(f"k and v must have the same length, got {k.shape[0]} and {v.shape[0]}")
+    if v.shape[1] != q.shape[1]:
+        raise ValueError(f"v must have head dimension {q.shape[1]} like q, got {v.shape[1]}")
+    if q.shape[1] == 0:
+        raise ValueError("the head dimension D must be at least 1")
+    if k.shape[0] == 0 and q.shape[0] > 0:
+        raise ValueError("k and v are empty: attention over no keys is undefined")
+    _require_device(q=q, k=k, v=v)
+
+
+def attention_blocks(D: int, block_m: int = 16, block_n: int = 16) -> tuple[int, int, int]:
+    """Block sizes for a head dimension D. A compiled tl.dot needs its inner (K) dimension to be
+    at least 16 (Triton 3.6 on an H200); BLOCK_D is K of q @ k^T and BLOCK_N of p @ v, and all
+    three stay >= 16 so that both backends run the same tiles."""
+    block_d = max(runtime.MIN_DOT_BLOCK, triton.next_power_of_2(D))
+    return block_m, block_n, block_d
+
+
+def launch_attention(kernel, q, k, v, *, block_m: int = 16, block_n: int = 16, out=None, **extra):
+    """Check the inputs, then run an attention ``kernel`` with the chapter's signature.
+
+    ``out`` may be a preallocated (M, D) float32 tensor (the grader passes one filled with a
+    poison value). ``extra`` keyword arguments go to the kernel as they are: an interface with
+    more parameters than the chapter's (a sliding ``WINDOW``, say) passes them by name.
+    """
+    check_attention_inputs(q, k, v)
+    M, D = q.shape
+    N = k.shape[0]
+    if out is None:
+        out = torch.empty((M, D), dtype=torch.float32, device=q.device)
+    if M == 0:
+        return out
+    BLOCK_M, BLOCK_N, BLOCK_D = attention_blocks(D, block_m, block_n)
+    grid = (triton.cdiv(M, BLOCK_M),)
+    kernel[grid](
+        q,
+        k,
+        v,
+        out,
+        M,
+        N,
+        D,
+        q.stride(0),
+        q.stride(1),
+        k.stride(0),
+        k.stride(1),
+        v.stride(0),
+        v.stride(1),
+        out.stride(0),
+        out.stride(1),
+        1.0 / math.sqrt(D),
+        BLOCK_M=BLOCK_M,
+        BLOCK_N=BLOCK_N,
+        BLOCK_D=BLOCK_D,
+        **extra,
+    )
+    return out

@@ -176,13 +176,13 @@ class AttentionBackward(Interface):
         # rounding (4e-6 at 100) into every probability, well inside 1e-4.
         return (1e-4, 1e-4)
 
-    def baseline(self, torch, q, k, v, do, causal: bool = False):
+    def baseline(self, q, k, v, do, causal: bool = False):
         """torch SDPA's backward through autograd: dq, dk, dv of sum(O * dO)."""
         q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
         out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
         return torch.autograd.grad(out, (q, k, v), do)
 
-    def timed(self, torch, kernel, shape: dict):
+    def timed(self, kernel, shape: dict):
         """(backward call, torch call, label, baseline name) on one random problem of
         ``shape``: B x H heads of S rows, D dims, in ``dtype``, causal if ``shape["causal"]``.
         Both sides start from the forward's O and lse (torch's autograd keeps its own forward

@@ -3,13 +3,17 @@ causal or not, autotuned, and the torch SDPA baseline it is timed against."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
+import triton
 
-from kata import host, runtime
+from kata import runtime
 from kata.examples import header, verdict
 from kata.kinds.attention import attention
 from kata.kinds.base import Interface, poisoned
+from kata.kinds.launch import _HALF_DTYPES, _require_device, launch_cached
 
 # fmt: off
 PARAMS = (
@@ -26,9 +30,7 @@ class BHSDAttention(Interface):
     def launch(self, kernel, case, device):
         ins = self.inputs(case, device)
         out = poisoned(tuple(ins["q"].shape), case.dtype or "float32", device)
-        host.launch_fast_attention(
-            kernel, ins["q"], ins["k"], ins["v"], causal=case.causal, out=out
-        )
+        launch_fast_attention(kernel, ins["q"], ins["k"], ins["v"], causal=case.causal, out=out)
         return {"out": out}
 
     def expected(self, case):
@@ -43,11 +45,10 @@ class BHSDAttention(Interface):
     def tolerance(self, key, dtype):
         return (1e-2, 1e-2)  # P is rounded to 16 bits before P @ V, and out is 16-bit
 
-    # ``torch`` is kata/authoring/bench.py's argument: it goes when the bench rows move here.
-    def baseline(self, torch, q, k, v, causal):
+    def baseline(self, q, k, v, causal):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-    def timed(self, torch, kernel, shape: dict):
+    def timed(self, kernel, shape: dict):
         """(kernel call, torch call, label, baseline name) on one random bf16 problem of
         ``shape``: B, H, S, D and causal."""
         B, H, S, D, causal = (shape[k] for k in ("B", "H", "S", "D", "causal"))
@@ -55,8 +56,8 @@ class BHSDAttention(Interface):
         out = torch.empty_like(q)
         label = f"B={B} H={H} S={S} D={D} bf16" + (" causal" if causal else "")
         return (
-            lambda: host.launch_fast_attention(kernel, q, k, v, causal=causal, out=out),
-            lambda: self.baseline(torch, q, k, v, causal),
+            lambda: launch_fast_attention(kernel, q, k, v, causal=causal, out=out),
+            lambda: self.baseline(q, k, v, causal),
             label,
             "torch SDPA",
         )
@@ -88,3 +89,153 @@ def fast_attention_example(fast_attention) -> int:
         label = "causal" if causal else "non-causal"
         ok &= verdict(f"{label} kernel vs float64 oracle", out[0].float(), want, 1e-2)
     return 0 if ok else 1
+
+
+# ---- host side: checks and launches (``kata.host`` gives them to the kernel files) ----------
+
+# What kata.host gives the kernel files, by name.
+HOST = (
+    "FAST_HEAD_DIMS",
+    "FAST_ALIGN_BYTES",
+    "check_fast_attention_inputs",
+    "launch_fast_attention",
+    "run_fast_attention",
+)
+
+
+FAST_HEAD_DIMS = (16, 32, 64, 128)
+FAST_ALIGN_BYTES = 16  # what a TMA tensor descriptor needs of the base address and the strides
+
+
+def check_fast_attention_inputs(q, k, v) -> None:
+    """(B, H, S, D) bf16/fp16 tensors of one shape; unit-stride D, other strides 16-byte multiples."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        if x.dtype not in (torch.float16, torch.bfloat16):
+            raise TypeError(f"{name} must be float16 or bfloat16, got {x.dtype}")
+        if x.dim() != 4:
+            raise ValueError(
+                f"{name} must be 4-D (batch, heads, seq, head_dim), got {tuple(x.shape)}"
+            )
+        if x.stride(3) != 1:
+            raise ValueError(f"{name}'s last dimension must be contiguous (stride 1)")
+    if not (q.shape == k.shape == v.shape):
+        raise ValueError(
+            f"q, k, v must have one shape, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    B, H, S, D = q.shape
+    if D not in FAST_HEAD_DIMS:
+        raise ValueError(f"head_dim must be one of {FAST_HEAD_DIMS}, got {D}")
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        size = x.element_size()
+        if x.data_ptr() % FAST_ALIGN_BYTES or any(
+            (st * size) % FAST_ALIGN_BYTES for st, n in zip(x.stride()[:3], x.shape[:3]) if n > 1
+        ):
+            raise ValueError(
+                f"{name} must start at a {FAST_ALIGN_BYTES}-byte boundary and have batch, head and "
+                f"sequence strides that are multiples of {FAST_ALIGN_BYTES} bytes (a tensor "
+                f"descriptor's rule), got strides {tuple(x.stride())}; pass x.contiguous()"
+            )
+    _require_device(q=q, k=k, v=v)
+
+
+def _descriptor_scratch(size: int, alignment: int, stream):
+    """Global memory where kernels write the tensor descriptors they make on the device."""
+    return torch.empty(size, dtype=torch.int8, device=runtime.DEVICE)
+
+
+def launch_fast_attention(kernel, q, k, v, *, causal: bool = False, out=None):
+    """Check the inputs, then run ``attention_fwd_kernel``; ``out`` may be preallocated like q."""
+    check_fast_attention_inputs(q, k, v)
+    B, H, S, D = q.shape
+    if out is None:
+        out = torch.empty_like(q)
+    if q.numel() == 0:
+        return out
+    triton.set_allocator(_descriptor_scratch)
+    grid = lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)  # noqa: E731
+    kernel[grid](
+        q,
+        k,
+        v,
+        out,
+        q.stride(0),
+        q.stride(1),
+        q.stride(2),
+        k.stride(0),
+        k.stride(1),
+        k.stride(2),
+        v.stride(0),
+        v.stride(1),
+        v.stride(2),
+        out.stride(0),
+        out.stride(1),
+        out.stride(2),
+        H,
+        S,
+        1.0 / math.sqrt(D),
+        HEAD_DIM=D,
+        CAUSAL=causal,
+    )
+    return out
+
+
+def _usual_fast_attention_inputs(q, k, v) -> bool:
+    """True when ``check_fast_attention_inputs`` would pass q, k, v, told in a few operations for
+    the usual case: contiguous tensors of one fp16/bf16 dtype and one shape, 16-byte aligned
+    (contiguous strides are multiples of D >= 16 elements, so they are aligned too)."""
+    return (
+        type(q) is torch.Tensor
+        and type(k) is torch.Tensor
+        and type(v) is torch.Tensor
+        and q.dtype in _HALF_DTYPES
+        and q.dtype == k.dtype == v.dtype
+        and q.dim() == 4
+        and q.shape == k.shape == v.shape
+        and q.shape[3] in FAST_HEAD_DIMS
+        and q.is_contiguous()
+        and k.is_contiguous()
+        and v.is_contiguous()
+        and not (q.data_ptr() | k.data_ptr() | v.data_ptr()) % FAST_ALIGN_BYTES
+        and q.device == k.device == v.device
+        and q.device.type == runtime.DEVICE
+    )
+
+
+def run_fast_attention(kernel, q, k, v, causal: bool = False):
+    """``launch_fast_attention`` for a wrapper (04's ``fast_attention``, 07's
+    ``fa3_attention``): the same checks and result, the launch cached per (S, D, causal, dtype),
+    the autotuner's key."""
+    if not _usual_fast_attention_inputs(q, k, v):
+        check_fast_attention_inputs(q, k, v)
+    B, H, S, D = q.shape
+    out = torch.empty_like(q)
+    if not out.numel():
+        return out
+    triton.set_allocator(_descriptor_scratch)
+    launch_cached(
+        kernel,
+        (S, D, causal, q.dtype),
+        lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H),
+        (
+            q,
+            k,
+            v,
+            out,
+            *q.stride()[:3],
+            *k.stride()[:3],
+            *v.stride()[:3],
+            *out.stride()[:3],
+            H,
+            S,
+            1.0 / math.sqrt(D),
+        ),
+        {"HEAD_DIM": D, "CAUSAL": causal},
+    )
+    return out
+
+
+_SPLIT_PLANS: dict = {}  # (B, N, D, num_splits, block_n) -> (S, split, BLOCK_S, BLOCK_D)

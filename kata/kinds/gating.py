@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
+import triton
 
-from kata import host
 from kata.kinds.base import Interface, f64, poisoned
+from kata.kinds.launch import _require_device, _require_tensor
 
 # fmt: off
 PARAMS = (
@@ -36,7 +38,7 @@ class Gating(Interface):
     """03: logits (M, E); w0, w1 float32 and idx0, idx1 int32, each (M,); one row a program."""
 
     def _launch_helper(self):
-        return host.launch_gating
+        return launch_gating
 
     def launch(self, kernel, case, device):
         logits = self.inputs(case, device)["logits"]
@@ -70,3 +72,55 @@ INTERFACE = Gating(
     ("top2", "weights"),
     "top-2 gating: logits (M, E); w0, w1, idx0, idx1 (M,); one row per program",
 )
+
+# ---- host side: checks and launches (``kata.host`` gives them to the kernel files) ----------
+
+# What kata.host gives the kernel files, by name.
+HOST = (
+    "check_gating_input",
+    "launch_gating",
+)
+
+
+def check_gating_input(logits) -> None:
+    """Raise TypeError/ValueError naming the first problem with logits (M tokens, E experts)."""
+    _require_tensor("logits", logits)
+    if logits.shape[1] < 2:
+        raise ValueError(f"top-2 gating needs at least 2 experts, got E={logits.shape[1]}")
+    _require_device(logits=logits)
+
+
+def gating_buffers(logits, out):
+    """Checked logits with unit-stride experts, and the four outputs (``out`` if given)."""
+    check_gating_input(logits)
+    if logits.stride(1) != 1:
+        # The kernels walk experts with unit stride; only rows may be strided.
+        logits = logits.contiguous()
+    if out is not None:
+        return logits, tuple(out)
+    M = logits.shape[0]
+    weights = [torch.empty(M, dtype=torch.float32, device=logits.device) for _ in range(2)]
+    indices = [torch.empty(M, dtype=torch.int32, device=logits.device) for _ in range(2)]
+    return logits, (*weights, *indices)
+
+
+def launch_gating(kernel, logits, *, out=None):
+    """Check the input, then run a gating ``kernel``; returns ``(w0, w1, idx0, idx1)``.
+
+    ``out`` may be a preallocated tuple of the four outputs (the grader fills them with NaN / -1).
+    """
+    logits, (w0, w1, idx0, idx1) = gating_buffers(logits, out)
+    M, E = logits.shape
+    if M > 0:
+        kernel[(M,)](
+            logits,
+            w0,
+            w1,
+            idx0,
+            idx1,
+            M,
+            E,
+            logits.stride(0),
+            BLOCK_E=triton.next_power_of_2(E),
+        )
+    return w0, w1, idx0, idx1

@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
+import triton
 
-from kata import host
 from kata.kinds.base import INDEX_POISON, Interface, poisoned
+from kata.kinds.launch import _require_device
 
 # fmt: off
 PARAMS = (
@@ -84,7 +86,7 @@ class MoeDispatch(Interface):
         }
         rows = poisoned(((1 + self.GUARD) * M * K,), "int32", device)
         outs["token_of_slot"] = rows[M * K :]
-        host.launch_moe_dispatch(
+        launch_moe_dispatch(
             kernel,
             idx,
             E,
@@ -112,8 +114,7 @@ class MoeDispatch(Interface):
     def tolerance(self, key, dtype):
         return (0.0, 0.0)  # rows and counts are integers: exact
 
-    # ``torch`` is kata/authoring/bench.py's argument: it goes when the bench rows move here.
-    def baseline(self, torch, idx, E: int, capacity: int):
+    def baseline(self, idx, E: int, capacity: int):
         """The same layout in torch: a stable sort by expert (token order kept within each), a
         count by scatter_add (bincount would synchronise to size its output), two exclusive
         cumsums and a scatter; no host synchronisation."""
@@ -140,21 +141,21 @@ class MoeDispatch(Interface):
             token_of_slot[:P].int(),
         )
 
-    def timed(self, torch, kernel, shape: dict):
+    def timed(self, kernel, shape: dict):
         """(kernel call, torch call, label, baseline name) on one random top-K routing of
         ``shape``: M tokens, K choices, E experts, capacity = ceil(factor * M * K / E)."""
         M, K, E = shape["M"], shape["K"], shape["E"]
         capacity = math.ceil(shape.get("factor", 1.25) * M * K / E)
         idx = torch.rand(M, E, device="cuda").topk(K, dim=-1).indices.int()
-        outs = host.dispatch_buffers(M, K, E, idx.device)
-        host.check_dispatch_input(idx, E, capacity)  # once; the timed calls skip the sync
+        outs = dispatch_buffers(M, K, E, idx.device)
+        check_dispatch_input(idx, E, capacity)  # once; the timed calls skip the sync
         block = shape.get("BLOCK", 256)
         label = f"M={M} K={K} E={E} capacity={capacity}"
         return (
-            lambda: host.launch_moe_dispatch(
+            lambda: launch_moe_dispatch(
                 kernel, idx, E, capacity, block=block, out=outs, check_ids=False
             ),
-            lambda: self.baseline(torch, idx, E, capacity),
+            lambda: self.baseline(idx, E, capacity),
             label,
             "torch stable sort -> scatter_add counts -> cumsum -> scatter",
         )
@@ -167,3 +168,112 @@ INTERFACE = MoeDispatch(
     ("dispatch-slots", "dispatch-capacity"),
     "MoE dispatch: top-K ids (M, K) -> counts, offsets, slot, token_of_slot",
 )
+
+# ---- host side: checks and launches (``kata.host`` gives them to the kernel files) ----------
+
+# What kata.host gives the kernel files, by name.
+HOST = (
+    "check_dispatch_input",
+    "dispatch_buffers",
+    "launch_moe_dispatch",
+    "run_moe_dispatch",
+)
+
+
+def check_dispatch_input(idx, E: int, capacity: int, check_ids: bool = True) -> None:
+    """Raise TypeError/ValueError naming the first problem with top-K expert ids ``idx``
+    (M tokens, K choices each), E experts and a per-expert ``capacity``. ``check_ids=False``
+    skips the range check of the ids, the one check that waits for the GPU."""
+    if not isinstance(idx, torch.Tensor):
+        raise TypeError(f"idx must be a torch.Tensor, got {type(idx).__name__}")
+    if idx.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"idx must hold integer expert ids (int32 or int64), got {idx.dtype}")
+    if idx.dim() != 2:
+        raise ValueError(f"idx must be 2-D (tokens, choices), got shape {tuple(idx.shape)}")
+    if isinstance(E, bool) or not isinstance(E, int) or E < 1:
+        raise ValueError(f"E, the number of experts, must be a positive int, got {E!r}")
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+        raise ValueError(f"capacity must be an int >= 0, got {capacity!r}")
+    if idx.shape[1] > E:
+        raise ValueError(
+            f"top-{idx.shape[1]} routing needs at least {idx.shape[1]} experts, got E={E}"
+        )
+    if idx.numel() >= 2**30:
+        raise ValueError(f"{idx.numel()} (token, expert) pairs: the kernel indexes them in int32")
+    _require_device(idx=idx)
+    # An expert id outside [0, E) would index past the outputs on a GPU (a device-side assert
+    # that ends the process's CUDA context): checked here, at the price of one synchronisation.
+    if check_ids and idx.numel() and bool((idx.min() < 0) | (idx.max() >= E)):
+        raise ValueError(f"idx holds expert ids outside [0, {E})")
+
+
+def dispatch_buffers(M: int, K: int, E: int, device) -> tuple:
+    """``(counts, offsets, slot, token_of_slot)``: int32 (E,), (E,), (M, K) and (M * K,), the
+    grouped buffer's worst case (no pair dropped)."""
+    return (
+        torch.empty(E, dtype=torch.int32, device=device),
+        torch.empty(E, dtype=torch.int32, device=device),
+        torch.empty((M, K), dtype=torch.int32, device=device),
+        torch.empty(M * K, dtype=torch.int32, device=device),
+    )
+
+
+def launch_moe_dispatch(
+    kernel, idx, E: int, capacity: int, *, block: int = 256, out=None, check_ids: bool = True
+):
+    """Check the input, then run a dispatch ``kernel`` with one program per expert; returns
+    ``(counts, offsets, slot, token_of_slot)``. ``out`` may be those four, preallocated (the
+    grader passes them poisoned, and a longer ``token_of_slot``); ``check_ids=False`` (a timing
+    loop, on ids already checked) leaves out the synchronising range check."""
+    check_dispatch_input(idx, E, capacity, check_ids)
+    idx = idx.to(torch.int32).contiguous()
+    M, K = idx.shape
+    counts, offsets, slot, token_of_slot = out or dispatch_buffers(M, K, E, idx.device)
+    if M == 0:  # no pair: every expert keeps none (an empty tensor has no address to pass)
+        counts.zero_()
+        offsets.zero_()
+        return counts, offsets, slot, token_of_slot
+    kernel[(E,)](
+        idx,
+        counts,
+        offsets,
+        slot,
+        token_of_slot,
+        M,
+        K,
+        E,
+        capacity,
+        BLOCK=block,
+        BLOCK_E=triton.next_power_of_2(E),
+    )
+    return counts, offsets, slot, token_of_slot
+
+
+def run_moe_dispatch(kernel, idx, E: int, capacity: int, *, block: int = 256, check_ids=True):
+    """``launch_moe_dispatch`` for a wrapper (09's ``moe_dispatch``): the same checks and
+    results, the four outputs in one int32 allocation. ``check_ids=False`` leaves out the range
+    check of the ids, the one check that waits for the GPU."""
+    check_dispatch_input(idx, E, capacity, check_ids)
+    if idx.dtype != torch.int32 or not idx.is_contiguous():
+        idx = idx.to(torch.int32).contiguous()
+    M, K = idx.shape
+    buf = torch.empty(2 * E + 2 * M * K, dtype=torch.int32, device=idx.device)
+    counts, offsets, slot, token_of_slot = buf.split([E, E, M * K, M * K])
+    slot = slot.view(M, K)
+    if M == 0:  # no pair: every expert keeps none (an empty tensor has no address to pass)
+        buf.zero_()
+        return counts, offsets, slot, token_of_slot
+    kernel[(E,)](
+        idx,
+        counts,
+        offsets,
+        slot,
+        token_of_slot,
+        M,
+        K,
+        E,
+        capacity,
+        BLOCK=block,
+        BLOCK_E=triton.next_power_of_2(E),
+    )
+    return counts, offsets, slot, token_of_slot

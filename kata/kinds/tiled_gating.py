@@ -3,8 +3,12 @@ autotuned, and the torch baseline it is timed against."""
 
 from __future__ import annotations
 
-from kata import host
+import torch
+import triton
+
+from kata import runtime
 from kata.kinds import gating
+from kata.kinds.launch import launch_cached
 
 PARAMS = gating.PARAMS + ("BLOCK_M",)
 
@@ -13,14 +17,13 @@ class TiledGating(gating.Gating):
     """05: like 03, but one program owns BLOCK_M tokens (autotuned)."""
 
     def _launch_helper(self):
-        return host.launch_fast_gating
+        return launch_fast_gating
 
-    # ``torch`` is kata/authoring/bench.py's argument: it goes when the bench rows move here.
-    def baseline(self, torch, logits):
+    def baseline(self, logits):
         w, i = torch.topk(torch.softmax(logits.float(), dim=-1), 2, dim=-1)
         return w / w.sum(dim=-1, keepdim=True), i
 
-    def timed(self, torch, kernel, shape: dict):
+    def timed(self, kernel, shape: dict):
         """(kernel call, torch call, label, baseline name) on one random problem of ``shape``:
         M tokens x E experts in ``dtype``."""
         M, E = shape["M"], shape["E"]
@@ -31,8 +34,8 @@ class TiledGating(gating.Gating):
         )
         label = f"M={M // 2**20}M E={E} {shape['dtype']}" if M >= 2**20 else f"M={M} E={E}"
         return (
-            lambda: host.launch_fast_gating(kernel, x, out=outs),
-            lambda: self.baseline(torch, x),
+            lambda: launch_fast_gating(kernel, x, out=outs),
+            lambda: self.baseline(x),
             label,
             "torch softmax -> topk -> divide",
         )
@@ -46,3 +49,71 @@ INTERFACE = TiledGating(
     "top-2 gating with BLOCK_M tokens per program",
     autotuned=True,
 )
+
+# ---- host side: checks and launches (``kata.host`` gives them to the kernel files) ----------
+
+# What kata.host gives the kernel files, by name.
+HOST = (
+    "launch_fast_gating",
+    "gating_outputs",
+    "run_fast_gating",
+)
+
+
+def launch_fast_gating(kernel, logits, *, out=None):
+    """Like launch_gating, for an autotuned kernel that picks its own rows per program."""
+    logits, (w0, w1, idx0, idx1) = gating.gating_buffers(logits, out)
+    M, E = logits.shape
+    if M > 0:
+        grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]),)  # noqa: E731
+        kernel[grid](
+            logits, w0, w1, idx0, idx1, M, E, logits.stride(0), BLOCK_E=triton.next_power_of_2(E)
+        )
+    return w0, w1, idx0, idx1
+
+
+def usual_gating_input(logits) -> bool:
+    """True when ``check_gating_input`` would pass ``logits`` and its experts have unit stride:
+    the usual case, told in a few operations (anything else takes the full check)."""
+    return (
+        type(logits) is torch.Tensor
+        and logits.dim() == 2
+        and logits.shape[1] >= 2
+        and logits.is_floating_point()
+        and logits.stride(1) == 1
+        and logits.device.type == runtime.DEVICE
+    )
+
+
+def gating_outputs(M: int, device) -> tuple:
+    """``(w0, w1, idx0, idx1)``, float32, float32, int32, int32, (M,) each: the rows of one
+    allocation. They are padded to a multiple of 4 values, so that each output starts 16-byte
+    aligned like an allocation of its own: Triton specialises a kernel on its pointers'
+    alignment, and every M then shares one compiled kernel."""
+    padded = -(-M // 4) * 4
+    ints = torch.empty((4, padded), dtype=torch.int32, device=device)
+    if padded != M:
+        ints = ints[:, :M]
+    floats = ints.view(torch.float32)
+    return floats[0], floats[1], ints[2], ints[3]
+
+
+def run_fast_gating(kernel, logits):
+    """``launch_fast_gating`` for a wrapper (05's ``fast_top2_gating``): the same checks and
+    results, the four outputs rows of one int32 allocation (the weights read as float32),
+    the launch cached per (E, dtype), which is all 05's configuration depends on."""
+    if not usual_gating_input(logits):
+        gating.check_gating_input(logits)  # raises its message, or the input is merely strided
+        if logits.stride(1) != 1:
+            logits = logits.contiguous()  # the kernel walks experts with unit stride
+    M, E = logits.shape
+    w0, w1, idx0, idx1 = gating_outputs(M, logits.device)
+    if M:
+        launch_cached(
+            kernel,
+            (E, logits.dtype),
+            lambda meta: (triton.cdiv(M, meta["BLOCK_M"]),),
+            (logits, w0, w1, idx0, idx1, M, E, logits.stride(0)),
+            {"BLOCK_E": triton.next_power_of_2(E)},
+        )
+    return w0, w1, idx0, idx1
