@@ -310,7 +310,7 @@ def test_a_new_exercise_is_consistent_at_once_and_its_placeholders_are_reported(
         sys.executable,
         "-m",
         "kata.authoring.new",
-        "10_paged_attention",
+        "11_paged_attention",
         "--interface",
         "attention",
         "--title",
@@ -318,7 +318,7 @@ def test_a_new_exercise_is_consistent_at_once_and_its_placeholders_are_reported(
     ]
     proc = subprocess.run(new, cwd=tree, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    stem = "10_paged_attention"
+    stem = "11_paged_attention"
     wrote = sorted(re.findall(r"^wrote (\S+)$", proc.stdout, re.M))
     assert f"exercises/{stem}.py" in wrote and "kata/skeletons.json" in wrote
     assert not [w for w in wrote if re.match(r"exercises/0\d_", w)], wrote  # unchanged ones
@@ -347,7 +347,7 @@ def test_a_new_exercise_is_consistent_at_once_and_its_placeholders_are_reported(
     ):
         assert any(p.startswith(f"{stem}: {where} still holds") for p in left), (where, left)
     again = subprocess.run(new, cwd=tree, env=env, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 2 and "number 10 is taken" in again.stderr
+    assert again.returncode == 2 and "number 11 is taken" in again.stderr
 
 
 def _nox_program() -> str | None:

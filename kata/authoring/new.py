@@ -80,7 +80,7 @@ def check_stem(stem: str) -> re.Match:
     if not found:
         raise ScaffoldError(
             f"{stem!r} is not an exercise stem: two digits, an underscore, then lower-case "
-            "letters, digits and underscores (e.g. 10_paged_attention)"
+            "letters, digits and underscores (e.g. 11_paged_attention)"
         )
     taken = [ex.stem for ex in ALL_EXERCISES if ex.stem[:2] == found["number"]]
     if taken:
@@ -184,7 +184,7 @@ def scaffold(stem: str, interface: str, track: str, title: str | None) -> list[P
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="nox -s new --", description=__doc__.split("\n")[0])
-    p.add_argument("stem", help="NN_name: the exercise's number and name, e.g. 10_paged_attention")
+    p.add_argument("stem", help="NN_name: the exercise's number and name, e.g. 11_paged_attention")
     p.add_argument(
         "--interface",
         required=True,

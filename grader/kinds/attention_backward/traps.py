@@ -145,7 +145,7 @@ P_NOT_NORMALIZED_BY_LSE = Trap(
     message="P was recomputed as exp(S), without the forward's saved log-sum-exp: every row of "
     "P sums to exp(lse) instead of 1, so dV (and everything built on P) is too large by that "
     "factor, row by row. Subtract the row's lse inside the exponential: TODO(recompute-p).",
-    hint="P = exp(S - lse), lse one value per query row (TODO recompute-p)",
+    hint="P = exp(S - lse), per row (TODO recompute-p)",
     why=(
         "The backward needs the forward's probabilities, `P_ij = exp(S_ij) / sum_k exp(S_ik)`, "
         "and the forward kept only the log of each row's denominator, `lse_i`. With it no "
@@ -165,7 +165,7 @@ CAUSAL_MASK_MISSING_IN_BACKWARD = Trap(
     "pairs above the diagonal (a row and a later key) count, though the forward never saw "
     "them. dV, dK and dQ are all wrong near the diagonal. Keep P exactly 0 where a pair is not "
     "visible, with tl.where on the given mask: TODO(recompute-p).",
-    hint="P = 0 where the pair is not visible, with tl.where (TODO recompute-p)",
+    hint="P = 0 past the diagonal (TODO recompute-p)",
     why=(
         "The walk skips whole tiles that hold only future keys, so a causal backward looks "
         "almost masked without the mask: what is left is the tiles that straddle the "
