@@ -163,9 +163,12 @@ def run_case(case: str, tmp: Path):
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """Every folder graded, a few at a time (each grading is its own processes)."""
+    """Every folder graded, a few at a time (each grading is its own processes). Under xdist each
+    worker that runs a golden test grades every folder, so the workers share the CPUs: on a
+    16-core GPU machine, 12 workers of 16 threads each starved the launchers past their 90 s."""
     tmp = tmp_path_factory.mktemp("golden")
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    with ThreadPoolExecutor(max_workers=max(2, (os.cpu_count() or 1) // workers)) as pool:
         futures = {case: pool.submit(run_case, case, tmp) for case in CASES}
         yield {case: future for case, future in futures.items()}
 

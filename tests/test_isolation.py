@@ -217,7 +217,7 @@ print("scratch: ok", _os.getcwd() == _os.environ["KATA_SCRATCH"])
 def test_no_isolation_is_said_in_the_report(tmp_path):
     report = grade(SOLUTIONS, tmp_path / "score.json", ["03"], "--no-isolation", "--no-html")
     assert report["isolation"] == "none: --no-isolation"
-    assert report["score"] == report["max_score"]
+    assert report["score"] == report["max_score"], report["exercises"][0]["checks"]
 
 
 # ---- nothing is read from the grader's files once a launcher has started -----------------------
