@@ -1038,6 +1038,30 @@ def test_h200_figures_come_from_the_bench_file(tmp_path, monkeypatch):
     assert "**5.00<!-- h200: copy tbps --> TB/s**" in perf
 
 
+def test_each_cards_figures_come_from_its_own_run(tmp_path, monkeypatch):
+    """An ``h100:`` tag is filled from docs/bench_h100.json, never from the H200's run; a tag
+    whose card has no run is a problem, not a figure left as it was."""
+    from kata.authoring import bench_docs as b
+
+    data = json.loads(b.run_path("h100").read_text())
+    (row,) = [r for r in data["host"] if r["wrapper"].startswith("05 ")]
+    row["fast_host_us_per_call"] = 123.4
+    run = tmp_path / "bench_h100.json"
+    run.write_text(json.dumps(data))
+    monkeypatch.setitem(b.RUNS, "h100", run)
+    files, problems = docs.expected()
+    assert problems == []
+    perf = files[docs.DOCS / "performance.md"]
+    assert "**123.4<!-- h100: host fast_host_us_per_call @ wrapper=05 --> us**" in perf
+    tag = "1.0<!-- h100: host fast_host_us_per_call @ wrapper=05 -->"
+    assert b.rewrite_figures(tag, b.load(), "page", card="h200") == tag
+    with pytest.raises(b.FigureError, match="names its wrapper"):
+        b.values(data, "host fast_host_us_per_call @ fp32")
+    monkeypatch.setitem(b.RUNS, "h100", tmp_path / "absent.json")
+    _, problems = docs.expected()
+    assert any("no bench run for ['h100']" in p for p in problems), problems
+
+
 def test_the_self_check_answers_on_04_05_06_are_the_kernels(solution):
     """The figures in self-check questions 10, 11, 12 and 15, recomputed from the kernels' own
     rules: 04's stages and prune, 05's chunk width, 06's loop bounds and window."""

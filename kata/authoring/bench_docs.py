@@ -1,6 +1,7 @@
-"""The H200 figures the docs quote, from one bench run: ``docs/bench_h200.json``.
+"""The GPU figures the docs quote, each from one bench run: ``docs/bench_h200.json`` (the
+H200's, which the tables are drawn from) and ``docs/bench_h100.json`` (an H100's).
 
-Every figure from that run carries a tag right after it, saying what it is:
+Every figure from a run carries a tag right after it, naming the card and what it is:
 
     **0.94-0.97x<!-- h200: attention fast_vs_sdpa @ bf16 D=64 S>=4096 -->** torch SDPA
 
@@ -8,7 +9,8 @@ A section of rows (``attention``, ``gating``, ``split_kv``, ...) selects rows of
 ``@``: ``bf16``, ``fp16``, ``fp32``, ``causal``, ``non-causal``, ``KEY=V``, ``KEY=V1,V2``,
 ``KEY>=V``, ``KEY<=V``; no ``|``, which would split a table's cell) and a field of them, a key of the JSON or a derived one
 (``_derived``), or several separated by commas; the figure is the range of the values, or their
-``min``/``max`` with that word first. ``copy FIELD``, ``chapter FIELD`` (the chapter's 01 kernel,
+``min``/``max`` with that word first. ``host FIELD @ wrapper=05`` reads
+the host rows (time per call), selected by exercise number. ``copy FIELD``, ``chapter FIELD`` (the chapter's 01 kernel,
 timed for scale) and ``run PATH`` (``versions.torch``, ``gpu_state_after.clocks.sm``) read one
 value. The figure keeps the form it has in the page: its decimals, its suffix, a range or a
 single number. The attention and gating tables of performance.md and 07's table are whole
@@ -33,8 +35,10 @@ from grader import kinds
 from kata.catalogue import ROOT
 
 BENCH = ROOT / "docs" / "bench_h200.json"
+# The card a tag names -> its run. Only the H200's draws the generated tables.
+RUNS = {"h200": "BENCH", "h100": ROOT / "docs" / "bench_h100.json"}
 
-TAG = re.compile(r"(?P<figure>[^\s*(<>`]+)<!-- h200: (?P<query>[^\n]+?) -->")
+TAG = re.compile(r"(?P<figure>[^\s*(<>`]+)<!-- (?P<card>h[12]00): (?P<query>[^\n]+?) -->")
 NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
@@ -50,6 +54,12 @@ def _load(path: Path) -> dict:
 
 def load(path: Path | None = None) -> dict:
     return _load(path or BENCH)
+
+
+def run_path(card: str) -> Path:
+    """The bench file of ``card`` (``BENCH`` itself for the H200, so that a test may swap it)."""
+    path = RUNS[card]
+    return BENCH if path == "BENCH" else path
 
 
 # ---- what a tag asks for ---------------------------------------------------------------------
@@ -82,6 +92,8 @@ def _matches(row: dict, word: str) -> bool:
     key, op, value = m.groups()
     if key not in row:
         return False
+    if key == "wrapper":  # "05 fast_top2_gating": the exercise number
+        return op == "=" and str(row[key]).split()[0] in value.split(",")
     if op == "=":
         return str(row[key]) in value.split(",")
     return row[key] >= float(value) if op == ">=" else row[key] <= float(value)
@@ -102,7 +114,9 @@ def values(data: dict, query: str) -> list:
         rows = [data["copy"]]
     elif table == "chapter":  # a row timed for scale, named by its "kernel" (01's)
         rows = [r for rows in _sections_of(data) for r in rows if "kernel" in r]
-    elif isinstance(data.get(table), list) and table != "host":
+    elif table == "host" and "wrapper=" not in filters:
+        raise FigureError(f"{query!r}: a host figure names its wrapper (wrapper=05)")
+    elif isinstance(data.get(table), list):
         rows = [r for r in data[table] if "kernel" not in r]
     else:
         raise FigureError(f"{query!r}: no table {table!r}")
@@ -185,8 +199,12 @@ def render(figure: str, found: list) -> str:
     return f"{prefix}{lo}-{hi}{suffix}"
 
 
-def rewrite_figures(text: str, data: dict, where: str = "page") -> str:
+def rewrite_figures(text: str, data: dict, where: str = "page", card: str = "h200") -> str:
+    """Every figure tagged with ``card`` rewritten from ``data``, that card's run."""
+
     def one(m: re.Match) -> str:
+        if m["card"] != card:
+            return m.group()
         try:
             new = render(m["figure"], values(data, m["query"]))
         except FigureError as exc:

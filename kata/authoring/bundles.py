@@ -27,7 +27,12 @@ DIST = ROOT / "dist"
 # point, the docs generator).
 INSTRUCTOR_STAGES = {"classroom", "validate"}
 INSTRUCTOR_TOOLS = {"grader/autograder.py", "kata/authoring/docs.py"}
-INSTRUCTOR_DOCS = {"instructors.md", "bench_h200.json", "mutants.md"}  # not for the student handout
+INSTRUCTOR_DOCS = {
+    "instructors.md",
+    "bench_h200.json",
+    "bench_h100.json",
+    "mutants.md",
+}  # not for the student handout
 
 
 def instructors_only(relative: Path) -> bool:

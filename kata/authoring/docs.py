@@ -293,21 +293,27 @@ def expected() -> tuple[dict[Path, str], list[str]]:
 
 
 def _bench_figures(files: dict[Path, str], problems: list[str]) -> None:
-    """The H200 figures and tables of every page, rewritten from the bench run."""
+    """The GPU figures and tables of every page, rewritten from the bench runs."""
     if not bench_docs.BENCH.is_file():  # a handout has no bench run, and no tags to fill
         return
-    data = bench_docs.load()
+    runs = {card: bench_docs.run_path(card) for card in bench_docs.RUNS}
+    runs = {card: bench_docs.load(path) for card, path in runs.items() if path.is_file()}
     for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
         if not path.is_file():  # a tree without the README (a scaffolding test's copy)
             continue
         text = files.get(path, path.read_text())
-        if "h200" not in text:
+        if not any(f"<!-- {card}:" in text for card in bench_docs.RUNS) and "h200" not in text:
             continue
         where = str(path.relative_to(ROOT))
         try:
             for name in {m["name"] for m in MARKER.finditer(text)} & set(bench_docs.SECTIONS):
-                text = splice(text, name, bench_docs.SECTIONS[name](data), where)
-            files[path] = bench_docs.rewrite_figures(text, data, where)
+                text = splice(text, name, bench_docs.SECTIONS[name](runs["h200"]), where)
+            for card, data in runs.items():
+                text = bench_docs.rewrite_figures(text, data, where, card)
+            missing = {m["card"] for m in bench_docs.TAG.finditer(text)} - set(runs)
+            if missing:
+                raise bench_docs.FigureError(f"{where}: no bench run for {sorted(missing)}")
+            files[path] = text
         except (MarkerError, bench_docs.FigureError) as exc:
             problems.append(str(exc))
 
