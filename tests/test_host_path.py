@@ -237,11 +237,24 @@ def test_the_bench_dry_run_walks_every_row_function(tmp_path):
         "split_kv": {"decode_ms", "merge_ms"},
         "dispatch": {"kernel_ms", "agrees_with_torch"},
         "host": host_keys | {"fast_host_over_launch_floor"},
+        "attention_backward": {"baseline", "max_err_vs_sdpa", "speedup_vs_torch"}
+        | {f"{n}_{k}" for n in ("ours", "torch") for k in ("ms", "spread", "tflops")},
     }.items():
         rows = data[section]
         assert rows, section
         for row in rows:
             assert keys <= set(row), (section, keys - set(row))
+    # Each SDPA backend is timed beside ours, or left out with its error where it fails (on a
+    # CPU, cuDNN and memory-efficient have no kernel): never both, never neither.
+    from kata.authoring.bench import sdpa_backends
+
+    for row in data["attention_backward"]:
+        for b in sdpa_backends():
+            timed = {f"sdpa_{b}_ms", f"sdpa_{b}_spread", f"speedup_vs_sdpa_{b}"}
+            if f"sdpa_{b}_error" in row:
+                assert not timed & set(row), (b, row)
+            else:
+                assert timed <= set(row), (b, row)
     wrappers = [row["wrapper"] for row in data["host"]]
     assert wrappers == ["04 fast_attention", "05 fast_top2_gating", "08 split_kv_decoding"] + [
         "09 moe_dispatch"

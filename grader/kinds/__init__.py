@@ -25,6 +25,7 @@ gives two functions, and the bench calls them in this registry's order:
 it is ``__main__``, and an import would give a second copy whose ``DRY`` is never set). It
 gives the shared tools: ``DRY``, ``time_ms(fns)``, ``graph_ms(fns)``, ``host_us(fns)``,
 ``host_row(wrapper, shape, fns)``, ``drop_if_failing(fns, name)``, ``same_size_copy(bytes)``,
+``sdpa_backends()``, ``add_sdpa_backends(fns, row, make)``, ``cuda_kernels(call)``,
 ``load(number)``, ``graded(number)``, ``as_graded(number, kernel, shape)``, ``graded_line(row)``.
 
 The docs' figures from the H200 run (kata/authoring/bench_docs.py) come from

@@ -6,9 +6,11 @@ between repetitions), by the grader's own timing function (``grader.run.timing.i
 the rounds' spread, (max - min) / median, is recorded beside it. A kernel and its baselines are
 timed round after round in turn, so drift hits them alike. Attention throughput is
 4 * B * H * S^2 * D flops (halved when causal), against SDPA's default backend and each backend
-torch offers (cuDNN, FlashAttention-2, memory-efficient); gating throughput counts the bytes the
-job must move: the logits read once, and 16 bytes written per token. MoE dispatch (09, the
-extensions track) is timed against its torch equivalent at 64k tokens.
+torch offers (cuDNN, FlashAttention-2, memory-efficient); the backward (10) counts 2.5 times
+the forward's flops, against SDPA's backward from the default and from each backend. Gating
+throughput counts the bytes the job must move: the logits read once, and 16 bytes written per
+token. MoE dispatch (09, the extensions track) is timed against its torch equivalent at 64k
+tokens.
 
 The rows are the kinds': each kind's ``grader/kinds/<kind>/bench.py`` makes its sections and its
 host rows (the convention is in ``grader.kinds``); this module holds the timing they share, the
@@ -192,6 +194,45 @@ def drop_if_failing(fns: dict, name: str) -> dict:
         del fns[name]
         return {f"{name}_host_error": f"{type(e).__name__}: {str(e)[:200]}"}
     return {}
+
+
+def sdpa_backends() -> dict:
+    """The backends SDPA can be forced to (``torch.nn.attention.sdpa_kernel``), keyed by the name
+    their rows use (``sdpa_<name>_ms``)."""
+    from torch.nn.attention import SDPBackend
+
+    return {
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    }
+
+
+def cuda_kernels(call) -> list[str]:
+    """The names of the CUDA kernels one ``call`` launches, read with the torch profiler, the
+    one that ran longest first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.key_averages() if e.device_type.name == "CUDA"]
+    return [e.key for e in sorted(kernels, key=lambda e: -e.device_time_total)]
+
+
+def add_sdpa_backends(fns: dict, row: dict, make) -> None:
+    """Add ``sdpa_<name>`` to ``fns`` for each of ``sdpa_backends()``: ``make(backend)`` gives
+    its call, run once here. A backend that raises on this machine, shape or dtype (cuDNN and
+    memory-efficient have no CPU kernel; cuDNN refuses some shapes) is left out, the first line
+    of its error in ``row["sdpa_<name>_error"]``."""
+    for name, backend in sdpa_backends().items():
+        try:
+            call = make(backend)
+            call()
+        except RuntimeError as e:  # torch's refusals; anything else is the bench's own bug
+            row[f"sdpa_{name}_error"] = str(e).partition("\n")[0][:160]
+        else:
+            fns[f"sdpa_{name}"] = call
 
 
 def host_row(wrapper: str, shape: dict, fns: dict) -> dict:

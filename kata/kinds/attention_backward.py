@@ -8,6 +8,7 @@ right when all three are."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import types
@@ -27,6 +28,7 @@ PARAMS = (
 # fmt: on
 # The given kernels the launch takes from the graded kernel's module, in launch order.
 SIBLINGS = ("attn_bwd_preprocess_kernel", "attn_bwd_dq_kernel")
+BASELINE = "torch SDPA backward"  # the baseline's name in timings (``timed``, the bench's rows)
 
 
 # ---- the references: whole matrices, float64 ----------------------------------------------------
@@ -178,39 +180,54 @@ class AttentionBackward(Interface):
 
     def baseline(self, q, k, v, do, causal: bool = False):
         """torch SDPA's backward through autograd: dq, dk, dv of sum(O * dO)."""
-        q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
-        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        return torch.autograd.grad(out, (q, k, v), do)
+        return sdpa_backward(q, k, v, do, causal)()
 
-    def timed(self, kernel, shape: dict):
-        """(backward call, torch call, label, baseline name) on one random problem of
-        ``shape``: B x H heads of S rows, D dims, in ``dtype``, causal if ``shape["causal"]``.
-        Both sides start from the forward's O and lse (torch's autograd keeps its own forward
-        state, so its forward runs once, outside the timing)."""
+    def problem(self, kernel, shape: dict) -> dict:
+        """One random problem of ``shape``: B x H heads of S rows, D dims, in ``dtype``, causal
+        if ``shape["causal"]``. {"q", "k", "v", "do", "causal", "label", "ours"}: ``ours`` runs
+        the backward from the forward's O and lse, both made here, outside any timing; torch's
+        side is ``sdpa_backward`` on the same q, k, v and do."""
         preprocess, dq_kernel = siblings(kernel)
         B, H, S, D = (shape[k] for k in ("B", "H", "S", "D"))
         causal = bool(shape.get("causal", False))
         dtype = getattr(torch, shape["dtype"])
         device = runtime.DEVICE
         q, k, v, do = (torch.randn(B, H, S, D, device=device, dtype=dtype) for _ in range(4))
-        leaves = [x.detach().requires_grad_() for x in (q, k, v)]
-        sdpa = torch.nn.functional.scaled_dot_product_attention
-        out = sdpa(*leaves, is_causal=causal)
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
         scores = q.float() @ k.float().transpose(-1, -2) / math.sqrt(D)
         if causal:
             future = torch.ones(S, S, dtype=torch.bool, device=device).triu(1)
             scores = scores.masked_fill(future, float("-inf"))
         lse = torch.logsumexp(scores, dim=-1)
-        o = out.detach()
+        del scores  # (B, H, S, S) fp32: 4 GiB at the bench's S = 8192
 
         def ours():
             return launch(preprocess, kernel, dq_kernel, q, k, v, o, do, lse, causal=causal)
 
-        def theirs():
-            return torch.autograd.grad(out, leaves, do, retain_graph=True)
-
         label = f"B={B} H={H} S={S} D={D} {shape['dtype']}" + (" causal" if causal else "")
-        return ours, theirs, label, "torch SDPA backward"
+        return {"q": q, "k": k, "v": v, "do": do, "causal": causal, "label": label, "ours": ours}
+
+    def timed(self, kernel, shape: dict):
+        """(backward call, torch call, label, baseline name) on one random problem of
+        ``shape`` (``problem``). Both sides start from the forward's O and lse (torch's autograd
+        keeps its own forward state, so its forward runs once, outside the timing)."""
+        p = self.problem(kernel, shape)
+        theirs = sdpa_backward(p["q"], p["k"], p["v"], p["do"], p["causal"])
+        return p["ours"], theirs, p["label"], BASELINE
+
+
+def sdpa_backward(q, k, v, do, causal: bool = False, backend=None):
+    """torch SDPA's backward through autograd, as a call that returns dq, dk, dv. The forward
+    runs here, once, forced to ``backend`` (an ``SDPBackend``) when one is given: autograd's
+    graph keeps the backward of the backend whose forward ran, so each call runs that backward
+    alone. A backend this machine, shape or dtype lacks raises here (a RuntimeError)."""
+    from torch.nn.attention import sdpa_kernel
+
+    leaves = [x.detach().requires_grad_() for x in (q, k, v)]
+    forced = sdpa_kernel(backend) if backend is not None else contextlib.nullcontext()
+    with forced:
+        out = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=causal)
+    return lambda: torch.autograd.grad(out, leaves, do, retain_graph=True)
 
 
 INTERFACE = AttentionBackward(

@@ -30,25 +30,10 @@ def _attention_floor(q, k, v, out, causal):
     )
 
 
-def _sdpa_backends() -> dict:
-    from torch.nn.attention import SDPBackend
-
-    return {
-        "cudnn": SDPBackend.CUDNN_ATTENTION,
-        "flash": SDPBackend.FLASH_ATTENTION,
-        "efficient": SDPBackend.EFFICIENT_ATTENTION,
-    }
-
-
-def _sdpa_default_kernel(q, k, v, causal) -> str:
+def _sdpa_default_kernel(bench, q, k, v, causal) -> str:
     """The name of the CUDA kernel SDPA's default dispatch launches for these inputs."""
-    from torch.profiler import ProfilerActivity, profile
-
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        sdpa(q, k, v, is_causal=causal)
-        torch.cuda.synchronize()
-    names = [e.key for e in prof.key_averages() if e.device_type.name == "CUDA"]
+    names = bench.cuda_kernels(lambda: sdpa(q, k, v, is_causal=causal))
     return max(names, key=len)[:160] if names else "?"
 
 
@@ -86,18 +71,16 @@ def _add_references(bench, fns: dict, row: dict, q, k, v) -> None:
             del fns[name]
     del ref
     fns["sdpa"] = lambda: sdpa(q, k, v, is_causal=causal)
-    row["sdpa_default_kernel"] = _sdpa_default_kernel(q, k, v, causal)
-    for name, backend in _sdpa_backends().items():
+    row["sdpa_default_kernel"] = _sdpa_default_kernel(bench, q, k, v, causal)
 
-        def run(backend=backend):
+    def forced(backend):
+        def run():
             with sdpa_kernel(backend):
                 return sdpa(q, k, v, is_causal=causal)
 
-        try:
-            run()
-            fns[f"sdpa_{name}"] = run
-        except RuntimeError as e:
-            row[f"sdpa_{name}_error"] = str(e).splitlines()[0][:160]
+        return run
+
+    bench.add_sdpa_backends(fns, row, forced)
     if S <= 4096 and dt == "bfloat16":
 
         def naive():
