@@ -196,9 +196,9 @@ def code_words(path) -> list[str]:
             found.append(node.attr)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             found.append(node.name)
-        elif isinstance(node, ast.alias):
+        elif isinstance(node, ast.alias) and not _foreign(node.name):
             found.append(node.name)
-        elif isinstance(node, ast.ImportFrom) and node.module:
+        elif isinstance(node, ast.ImportFrom) and node.module and not _foreign(node.module):
             found.append(node.module)
         elif isinstance(node, ast.arg):
             found.append(node.arg)
@@ -208,6 +208,12 @@ def code_words(path) -> list[str]:
             if id(node) not in docs and not any(c.isspace() for c in node.value):
                 found.append(node.value)
     return found
+
+
+def _foreign(module: str) -> bool:
+    """A dotted module path outside this repository's packages (``torch.nn.attention``) names
+    no kind, whatever its last part."""
+    return "." in module and module.split(".")[0] not in PACKAGES
 
 
 def kind_word(kind: str) -> re.Pattern:
@@ -271,11 +277,17 @@ def test_the_kind_rule_sees_a_name_in_code_and_not_in_prose(tmp_path):
         '[[exercise]]\nstem = "99_moe_dispatch"\ninterface = "moe-dispatch"\n'
     )
     quiet = '"""moe-dispatch, in words."""\n# moe_dispatch\nx = "a moe-dispatch kernel"\n'
-    (tmp_path / "grader" / "quiet.py").write_text(quiet + "launch_moe_dispatch = 1\n")
-    for n, line in enumerate(('k = "moe-dispatch"', "from kata.kinds import moe_dispatch")):
+    quiet += "launch_moe_dispatch = 1\nfrom torch.nn.moe_dispatch import f\n"  # another's module
+    (tmp_path / "grader" / "quiet.py").write_text(quiet)
+    loud = (
+        'k = "moe-dispatch"',
+        "from kata.kinds import moe_dispatch",
+        "from kata.kinds.moe_dispatch import f",
+    )
+    for n, line in enumerate(loud):
         (tmp_path / "grader" / f"loud{n}.py").write_text(line + "\n")
     (tmp_path / "kata" / "moe_dispatch.py").write_text("moe_dispatch = 1\n")  # a home
-    assert strangers("moe-dispatch", tmp_path) == ["grader/loud0.py", "grader/loud1.py"]
+    assert strangers("moe-dispatch", tmp_path) == [f"grader/loud{n}.py" for n in range(3)]
 
 
 # Imports every module in a fresh Python with the backend unset, and records what importing did
