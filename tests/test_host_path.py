@@ -255,6 +255,10 @@ def test_the_bench_dry_run_walks_every_row_function(tmp_path):
                 assert not timed & set(row), (b, row)
             else:
                 assert timed <= set(row), (b, row)
+    # 04's and 05's rows time their wrapper's parts too, so that what each microsecond above
+    # the bare launch is can be read off the run.
+    parts = {f"{n}_host_us_per_call" for n in ("checks", "one_allocation")}
+    assert all(parts <= set(r) for r in data["host"] if r["wrapper"][:2] in ("04", "05"))
     wrappers = [row["wrapper"] for row in data["host"]]
     assert wrappers == ["04 fast_attention", "05 fast_top2_gating", "08 split_kv_decoding"] + [
         "09 moe_dispatch"

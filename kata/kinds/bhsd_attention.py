@@ -183,7 +183,7 @@ def launch_fast_attention(kernel, q, k, v, *, causal: bool = False, out=None):
     return out
 
 
-def _usual_fast_attention_inputs(q, k, v) -> bool:
+def usual_fast_attention_inputs(q, k, v) -> bool:
     """True when ``check_fast_attention_inputs`` would pass q, k, v, told in a few operations for
     the usual case: contiguous tensors of one fp16/bf16 dtype and one shape, 16-byte aligned
     (contiguous strides are multiples of D >= 16 elements, so they are aligned too)."""
@@ -209,7 +209,7 @@ def run_fast_attention(kernel, q, k, v, causal: bool = False):
     """``launch_fast_attention`` for a wrapper (04's ``fast_attention``, 07's
     ``fa3_attention``): the same checks and result, the launch cached per (S, D, causal, dtype),
     the autotuner's key."""
-    if not _usual_fast_attention_inputs(q, k, v):
+    if not usual_fast_attention_inputs(q, k, v):
         check_fast_attention_inputs(q, k, v)
     B, H, S, D = q.shape
     out = torch.empty_like(q)

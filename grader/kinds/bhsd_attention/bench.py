@@ -11,6 +11,7 @@ import triton
 import triton.language as tl
 
 from kata import runtime
+from kata.kinds import bhsd_attention
 
 
 @triton.jit
@@ -209,6 +210,10 @@ def _attention_host_rows(bench) -> list[dict]:
             "fast": lambda fn=fn: fn(q, k, v),
             "torch": lambda: sdpa(q, k, v),
             "launch_floor": floor,
+            # The wrapper's parts (both share kata.kinds.bhsd_attention.run_fast_attention): the
+            # checks it makes on every call, and its one allocation, the output.
+            "checks": lambda: bhsd_attention.usual_fast_attention_inputs(q, k, v),
+            "one_allocation": lambda: torch.empty_like(q),
         }
         shape = {"B": B, "H": H, "S": S, "D": 64, "dtype": str(q.dtype).removeprefix("torch.")}
         failed = bench.drop_if_failing(fns, "fast")
