@@ -69,7 +69,8 @@ def do_bench(fn, warmup, rep):
 
 
 def interleaved(fns: dict, rounds: int = ROUNDS, warmup: int = 10, rep: int = 50) -> dict:
-    """{name: {"ms", "spread", "rounds"}}: the bench's method (kata/authoring/bench.py's _time)."""
+    """{name: {"ms", "spread", "rounds"}}: the bench's method (grader.run.timing's
+    interleaved_ms, which kata/authoring/bench.py's time_ms calls)."""
     for fn in fns.values():
         fn()
     sync()
