@@ -61,6 +61,18 @@ REFUSED = [
     ("tf32", "acc = acc * alpha[:, None] + tl.dot(p, v, input_precision='tf32')", "TF32"),
     ("tf32-positional", "acc = acc * alpha[:, None] + tl.dot(p, v, None, 'tf32')", "go by keyword"),
     ("allow-tf32", "acc = acc * alpha[:, None] + tl.dot(p, v, allow_tf32=True)", "TF32"),
+    # two verdicts, found by probing v4: what the interpreter ignores, a GPU trusts
+    ("hint-multiple-of", "acc = acc * alpha[:, None] + tl.dot(p, v)\nd = tl.multiple_of(N, 16)", "a promise a GPU's compiler trusts"),
+    ("hint-contiguous", "acc = acc * alpha[:, None] + tl.dot(p, v)\nd = tl.max_contiguous(N, 16)", "a promise a GPU's compiler trusts"),
+    ("hint-assume", "tl.assume(N > 0)\nacc = acc * alpha[:, None] + tl.dot(p, v)", "a promise a GPU's compiler trusts"),
+    ("store", "acc = acc * alpha[:, None] + tl.dot(p, v)\ntl.store(out_ptr, 0.0)", "`tl.store` writes an output"),
+    ("atomic", "acc = acc * alpha[:, None] + tl.dot(p, v)\ntl.atomic_add(out_ptr, 0.0)", "`tl.atomic_add` lets programs see"),
+    ("tie-break-keyword", "acc = acc * alpha[:, None] + tl.dot(p, v) + 0 * tl.argmax(p, axis=1, tie_break_left=False)[:, None]", "`tie_break_left` is ignored"),
+    ("tie-break-positional", "acc = acc * alpha[:, None] + tl.dot(p, v) + 0 * tl.argmax(p, 1, False)[:, None]", "`tie_break_left` is ignored"),
+    ("tie-break-method", "acc = acc * alpha[:, None] + tl.dot(p, v) + 0 * p.argmax(1, False)[:, None]", "`tie_break_left` is ignored"),
+    ("tie-break-max", "acc = acc * alpha[:, None] + tl.dot(p, v) + 0 * tl.max(p, 1, True, False)[1][:, None]", "`tie_break_left` is ignored"),
+    ("nan", "acc = tl.where(alpha[:, None] > 0, acc * alpha[:, None], float('nan')) + tl.dot(p, v)", 'float("nan")'),
+    ("loop-step", "for j in range(N, N - 1, -1 + 0 * N):\n    acc = acc * alpha[:, None]\nacc += tl.dot(p, v)", "a loop step must be"),
 ]
 ACCEPTED = [
     ("two-statements", "acc = acc * alpha[:, None]\nacc += tl.dot(p, v)"),
@@ -70,6 +82,12 @@ ACCEPTED = [
     ("triton-language", "acc = acc * alpha[:, None] + triton.language.dot(p, v)"),
     ("messages", "tl.static_assert(BLOCK_N >= 16, 'a compiled dot needs K >= 16')\nacc = tl.where(alpha[:, None] > float('-inf'), acc * alpha[:, None], 0.0) + tl.dot(p, v)"),
     ("tensor-methods", "acc = (acc * alpha[:, None]).to(tl.float32) + tl.dot(p.to(v.dtype), v)"),
+    ("loop-step-constexpr", "for j in range(0, 1, BLOCK_N):\n    acc = acc * alpha[:, None]\nacc += tl.dot(p, v)"),
+    ("loop-step-literal", "for j in tl.range(0, 1, 1):\n    acc = acc * alpha[:, None]\nacc += tl.dot(p, v)"),
+    ("argmax-default-tie", "acc = acc * alpha[:, None] + tl.dot(p, v) + 0 * tl.argmax(p, 1)[:, None]"),
+    # a string alone on its line does nothing: the student's comment, dropped from the graded file
+    ("docstring", '"""Rescale acc by alpha before adding this tile."""\nacc = acc * alpha[:, None] + tl.dot(p, v)'),
+    ("def-in-docstring", "'def flash_attn_kernel(q_ptr): pass'\nacc = acc * alpha[:, None] + tl.dot(p, v)"),
 ]
 # fmt: on
 

@@ -12,7 +12,11 @@ of Triton's language and nothing else:
 * no strings, except ``float("-inf")``-style constants, a message to ``tl.static_assert``,
   ``tl.device_assert``, ``tl.device_print``, ``print`` or ``assert``, and the documented string
   options of ``tl.load``/``tl.store`` and ``tl.dot``'s IEEE precisions; no definitions, imports,
-  lambdas, comprehensions, ``global``, ``with``, ``try``, ``raise`` or ``del``.
+  lambdas, comprehensions, ``global``, ``with``, ``try``, ``raise`` or ``del``;
+* nothing whose meaning the interpreter cannot reproduce (``DIVERGENT``): compiler hints it
+  never checks, ``tie_break_left`` it ignores, NaN it compares differently, a loop step unknown
+  at compile time, and writes (``tl.store``, atomics), which let programs see each other's
+  results in an order the interpreter fixes and a GPU does not. The given code writes outputs.
 
 In Triton's interpreter a kernel runs as Python: these rules are what keeps region code from
 reaching anything but its inputs and outputs there.
@@ -67,7 +71,7 @@ MESSAGES = {
     ("tl.device_print", 0): None,
     ("tl.static_print", 0): None,
     ("print", 0): None,
-    ("float", 0): frozenset({"inf", "-inf", "+inf", "nan", "infinity", "-infinity"}),
+    ("float", 0): frozenset({"inf", "-inf", "+inf", "infinity", "-infinity"}),
     ("tl.load", "cache_modifier"): frozenset({"", ".ca", ".cg", ".cv"}),
     ("tl.load", "eviction_policy"): frozenset({"", "evict_first", "evict_last"}),
     ("tl.store", "cache_modifier"): frozenset({"", ".wb", ".cg", ".cs", ".wt"}),
@@ -79,6 +83,32 @@ MESSAGES = {
 TF32 = (
     "rounds fp32 inputs to TF32 on a GPU (about 3 significant digits) while Triton's CPU "
     'interpreter computes in full fp32: leave it out (the grader compiles dots as "ieee")'
+)
+
+
+# What a region may not use because the interpreter and a GPU would give it two meanings (each
+# found by probing the grader: right in the interpreter, wrong compiled, or the reverse).
+INTERPRETER_TRUSTS = "is a promise a GPU's compiler trusts and Triton's interpreter never checks"
+DIVERGENT = {
+    "tl.multiple_of": INTERPRETER_TRUSTS,
+    "tl.max_contiguous": INTERPRETER_TRUSTS,
+    "tl.max_constancy": INTERPRETER_TRUSTS,
+    "tl.assume": INTERPRETER_TRUSTS,
+    "tl.store": "writes an output: in a region it lets programs see each other's writes, which "
+    "the interpreter runs one program at a time and a GPU all at once; the given code writes",
+    "tl.atomic_": "lets programs see each other's writes, in an order a GPU does not fix",
+}
+TIE_BREAK = (
+    "`tie_break_left` is ignored by Triton's interpreter (it always takes the lowest index) "
+    "and honoured on a GPU: leave it out"
+)
+NAN = (
+    'float("nan") compares one way in the interpreter (tl.argmax skips it) and another on a '
+    'GPU: mask with float("-inf")'
+)
+LOOP_STEP = (
+    "a loop step must be a positive number or a tl.constexpr: one known only at run time, "
+    "if negative, runs the loop on a GPU zero times and in the interpreter as Python's range"
 )
 
 
@@ -173,17 +203,30 @@ def _function_names(fn: ast.FunctionDef) -> frozenset[str]:
     return frozenset(params | stored)
 
 
+def _constexpr_params(fn: ast.FunctionDef) -> frozenset[str]:
+    """The parameters of ``fn`` annotated ``tl.constexpr``: known when the kernel compiles."""
+    a = fn.args
+    return frozenset(
+        p.arg
+        for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)
+        if p.annotation is not None
+        and _language_path(_dotted(p.annotation) or "") == "tl.constexpr"
+    )
+
+
 class _Rules:
     def __init__(self, tree: ast.Module, forbidden):
         self.public, self.modules, self.attrs = _language()
         self.jit, self.constexpr = _module_names(tree)
         self.forbidden = tuple(forbidden)
+        self.known: frozenset[str] = frozenset()  # the current kernel's compile-time names
 
     def statement(self, stmt: ast.stmt, fn: ast.FunctionDef):
         """(node, message) for the construct of ``stmt`` that says most plainly why it is not
         kernel code: a statement or expression kinds kernels lack, then a name a kernel cannot
         use, then anything else (an attribute, a call), the outermost first."""
         names = _function_names(fn) | self.jit | self.constexpr | BUILTINS | {"tl", "triton"}
+        self.known = _constexpr_params(fn) | self.constexpr
         strings = self._allowed_strings(stmt)
         found = []
         for n, node in enumerate(ast.walk(stmt)):
@@ -208,6 +251,13 @@ class _Rules:
                     f"`{named}` is not allowed in this exercise (the trap {rule.trap}): {rule.why}"
                 )
         if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
+            parent = getattr(node, "_parent", None)
+            if (
+                isinstance(parent, ast.Call)
+                and _dotted(parent.func) == "float"
+                and str(node.value).strip().lower().lstrip("+-") == "nan"
+            ):
+                return NAN
             if id(node) not in strings:
                 return f"the string {node.value!r} has no place in a kernel"
         if isinstance(node, ast.Name):
@@ -226,6 +276,8 @@ class _Rules:
             return self.call(node)
         if isinstance(node, ast.keyword) and (node.arg is None or node.arg.startswith("_")):
             return f"the keyword `{node.arg or '**'}` is not for kernel code"
+        if isinstance(node, ast.keyword) and "tie_break_left" in (node.arg or ""):
+            return TIE_BREAK
         return None
 
     def attribute(self, node: ast.Attribute) -> str | None:
@@ -239,6 +291,9 @@ class _Rules:
             head, *rest = path[3:].split(".")
             if head not in self.public:
                 return f"`{dotted}` is not part of Triton's public language (tl.__all__)"
+            for name, why in DIVERGENT.items():
+                if path == name or (name.endswith("_") and path.startswith(name)):
+                    return f"`{dotted}` {why}" if why is INTERPRETER_TRUSTS else f"`{path}` {why}"
             if head in ("math", "extra"):
                 for module, names in self.modules.items():
                     parts = module.split(".")
@@ -260,6 +315,23 @@ class _Rules:
     def call(self, node: ast.Call) -> str | None:
         func = node.func
         dotted = _dotted(func)
+        if (isinstance(func, ast.Name) and func.id == "range") or _language_path(dotted or "") in (
+            "tl.range",
+            "tl.static_range",
+        ):
+            steps = node.args[2:3] + [k.value for k in node.keywords if k.arg == "step"]
+            if steps and not self._known_positive(steps[0]):
+                return LOOP_STEP
+        # tie_break_left by position: tl.argmax(x, axis, tie_break_left), tl.max(x, axis,
+        # return_indices, return_indices_tie_break_left).
+        # As a tensor's method (x.argmax(axis, tie_break_left)) each comes one place earlier.
+        tie_at = {"tl.argmax": 2, "tl.argmin": 2, "tl.max": 3, "tl.min": 3}
+        path = _language_path(dotted or "")
+        if path is None and isinstance(func, ast.Attribute):
+            path = "tl." + func.attr
+            tie_at = {name: at - 1 for name, at in tie_at.items()}
+        if len(node.args) > tie_at.get(path or "", 99):
+            return TIE_BREAK
         if isinstance(func, ast.Name):
             if func.id in BUILTINS or func.id in self.jit:
                 return None
@@ -269,6 +341,12 @@ class _Rules:
         if _language_path(dotted or "") == "tl.dot":
             return self._dot(node)
         return None
+
+    def _known_positive(self, step: ast.expr) -> bool:
+        """A loop step Triton knows when it compiles: a positive literal or a constexpr."""
+        if isinstance(step, ast.Constant):
+            return isinstance(step.value, int) and step.value > 0
+        return isinstance(step, ast.Name) and step.id in self.known
 
     def _dot(self, node: ast.Call) -> str | None:
         if len(node.args) > 3:

@@ -376,6 +376,7 @@ def _parse(text: str) -> ast.Module:
 
 def _unparsed(stmts: list, indent: str) -> tuple[list[str], list[int | None]]:
     """``stmts`` written out at ``indent``; per line written, the submission's line it comes from."""
+    stmts = [s for s in stmts if not _is_doc(s)]  # a string alone on its line does nothing
     if not stmts:  # an empty region: a block must keep a statement
         return [indent + "pass\n"], [None]
     out, origin = [], []
