@@ -138,6 +138,22 @@ GALLERY = [
                  (_ALPHA, "alpha = tl.exp2(m_i - m_new)"), (_P, "p = tl.exp2(scores - m_new[:, None])")]),
     right("01-max-from-large-negative", "the running maximum starts at -1e30 instead of -inf",
           edits=[(_M_INIT, "m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)")]),
+    # Two verdicts a red-team probe found in v4 (full marks in the interpreter, reasoned wrong
+    # compiled); the region rules refuse them on both backends.
+    wrong("01-false-contiguity-hint", "V's columns promised contiguous in 16s: the interpreter "
+          "never checks the hint, sm_90 copies 16-byte vectors of a stride-2 column",
+          fills={"rescale-acc": "v_cols = tl.max_contiguous(tl.multiple_of(offs_d * stride_vd, 16), 16)\n"
+                                "v2 = tl.load(v_ptr + offs_n[:, None] * stride_vn + v_cols[None, :], mask=col_ok[:, None], other=0.0)\n"
+                                "acc = acc * alpha[:, None] + tl.dot(p, tl.where(d_ok[None, :], v2.to(tl.float32), 0.0))"},
+          score="zero", traps=[], expect={"error": "a promise a GPU's compiler trusts"}),
+    wrong("01-runtime-negative-step", "the tile added in a loop whose step, -1, is known only "
+          "at run time: one trip in Python, zero compiled",
+          fills={"rescale-acc": "acc = acc * alpha[:, None]\nfor j in range(N, N - 1, -1 + 0 * N):\n"
+                                "    acc = acc + tl.dot(p, v)"},
+          score="zero", traps=[], expect={"error": "a loop step must be"}),
+    right("01-string-as-comment", "a string alone on a region line, as a comment: dropped, "
+          "not refused", fills={"rescale-acc": '"""Rescale acc by alpha before adding this tile."""\n'
+                                               "acc = acc * alpha[:, None] + tl.dot(p, v)"}),
     right("01-chapter", "the chapter's own kernel: fp32 style, its own names, 4x4 host blocks",
           file="chapter.py", integrity=True,
           expect={"notes_failed": ("half-precision-inputs",)}),

@@ -172,6 +172,20 @@ GALLERY = [
           "computes them: exp(l1 - l0) never overflows",
           fills={"renormalize": _LOGITS + "e1 = tl.exp(l1 - l0)\nw0 = 1.0 / (1.0 + e1)\n"
                                           "w1 = e1 / (1.0 + e1)"}),
+    # Two verdicts a red-team probe found in v4, refused by the region rules on both backends.
+    wrong("03-tie-break-right", "the top-1 taken out by an argmax told to prefer the highest "
+          "index: the interpreter ignores tie_break_left, a GPU takes another slot on ties",
+          fills={"top2-mask": 'rest = tl.where(cols == tl.argmax(probs, axis=0, tie_break_left=False), float("-inf"), probs)'},
+          score="zero", traps=[], expect={"error": "tie_break_left"}),
+    wrong("03-nan-mask", "the top-1 masked with NaN: the interpreter's argmax skips it, a GPU's "
+          "compares it in reduction order", fills={"top2-mask": 'rest = tl.where(cols == i0, float("nan"), probs)'},
+          score="zero", traps=[], expect={"error": "float\\(\"nan\"\\)"}),
+    wrong("03-neighbour-write", "renormalize also writes the next row's weight while it is "
+          "still poisoned: right in every sequential order, a race on a GPU",
+          fills={"renormalize": "total = p0 + p1\nw0 = p0 / total\nw1 = p1 / total\nnxt_ok = row + 1 < M\n"
+                                "seen = tl.load(weight0_ptr + row + 1, mask=nxt_ok, other=0.0)\n"
+                                "tl.store(weight0_ptr + row + 1, tl.where(seen != seen, 0.0, seen), mask=nxt_ok)"},
+          score="zero", traps=[], expect={"error": "writes an output"}),
     right("03-chapter", "the chapter's own kernel: its own names, torch.topk's check",
           file="chapter.py", integrity=True),
 ]
