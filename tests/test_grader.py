@@ -881,6 +881,97 @@ def test_performance_points_state_what_the_timing_noise_allows(tmp_path):
     assert max(len(line) for line in _worded(text)) <= 80
 
 
+class _TimedOn:
+    """A performance interface whose ``timed`` hands out the given calls (on the CPU): the rest,
+    the output pairing and the tolerances, is the real interface's."""
+
+    def __init__(self, interface, mine, ref):
+        self.interface, self.mine, self.ref = interface, mine, ref
+
+    def timed(self, kernel, shape):
+        return self.mine, self.ref, "B=1 H=2 S=64 D=16 bf16", "torch SDPA"
+
+    def __getattr__(self, name):
+        return getattr(self.interface, name)
+
+
+def _timed_attention(monkeypatch, kernel_writes):
+    """04's score from ``time_shape`` on a CPU problem whose timed calls run
+    ``kernel_writes(out, right)`` into one output buffer made once, as the real ``timed`` does;
+    the rounds' times are fixed (x0.8, 8 points)."""
+    from grader.run import timing
+    from kata.kinds.bhsd_attention import INTERFACE
+
+    monkeypatch.setattr(
+        timing, "interleaved_ms", lambda fns: {"kernel": [1.0] * 5, "torch": [0.8] * 5}
+    )
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 64, 16, dtype=torch.bfloat16) for _ in "qkv")
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    right = sdpa(q.float(), k.float(), v.float()).to(torch.bfloat16)
+    out = torch.empty_like(q)
+
+    def mine():
+        kernel_writes(out, right)
+        return out
+
+    row = timing.time_shape(_TimedOn(INTERFACE, mine, lambda: sdpa(q, k, v)), object(), {})
+    return row, timing.score({"timed": True, "device": "GPU", "shapes": [row, row]}, True)
+
+
+def test_timed_output_that_agrees_with_torch_keeps_its_points(monkeypatch):
+    row, entry = _timed_attention(monkeypatch, lambda out, right: out.copy_(right))
+    assert row["agrees_with_torch"] and row["max_difference"] < 1e-2
+    assert entry["points"] == 8 and entry["points_range"] == [8, 8] and "reason" not in entry
+
+
+def test_timed_output_that_differs_from_torch_earns_no_points(monkeypatch):
+    """A kernel that does its work only when checked (poisoned buffers, checked shapes) leaves
+    the timed output unwritten: here zeros, where torch's answer is not."""
+    row, entry = _timed_attention(monkeypatch, lambda out, right: out.zero_())
+    assert row["agrees_with_torch"] is False and row["max_difference"] > 1e-2
+    assert entry["points"] == 0 and "points_range" not in entry
+    assert entry["reason"].startswith(
+        "the kernel's output on the timed shape B=1 H=2 S=64 D=16 bf16 differs from torch's: "
+        "out differs in "
+    )
+    assert entry["reason"].endswith("; speed counts only for right answers")
+    jsonschema.validate(entry, SCHEMA["$defs"]["performance"])
+
+
+def test_timed_output_of_nan_earns_no_points(monkeypatch):
+    row, entry = _timed_attention(monkeypatch, lambda out, right: out.fill_(float("nan")))
+    assert row["agrees_with_torch"] is False and row["max_difference"] is None
+    assert entry["points"] == 0 and "NaN" in entry["reason"]
+    json.dumps(entry, allow_nan=False)  # the report is strict JSON
+    jsonschema.validate(entry, SCHEMA["$defs"]["performance"])
+
+
+def test_timed_gating_output_is_compared_by_probability(monkeypatch):
+    """05: on equal logits the kernel may pick another expert of the same probability than
+    torch.topk, and agrees; an expert of a lower probability does not."""
+    from grader.run import timing
+    from kata.kinds.tiled_gating import INTERFACE
+
+    logits = torch.tensor([[0.0, 3.0, 1.0, 3.0], [2.0, 0.5, 1.5, 1.5], [0.1, 0.2, 0.3, 0.4]])
+    theirs = INTERFACE.baseline(logits)
+    w, i, probs = theirs
+
+    def outputs(row0=(3, 1), row2=(3, 2)):
+        idx0 = torch.tensor([row0[0], 0, row2[0]], dtype=torch.int32)  # row 0: 3 ties torch's 1
+        idx1 = torch.tensor([row0[1], 3, row2[1]], dtype=torch.int32)  # row 1: 3 ties 2
+        return w[:, 0].clone(), w[:, 1].clone(), idx0, idx1
+
+    tied = timing.agreement(INTERFACE, outputs(), theirs, "float32")
+    assert tied["agrees_with_torch"], tied
+    wrong = timing.agreement(INTERFACE, outputs(row2=(3, 0)), theirs, "float32")
+    assert wrong["agrees_with_torch"] is False
+    assert wrong["difference"].startswith("prob differs in 1 of 3 values")
+    # Expert 3 twice in row 0: each choice has the top probability, but one expert is not two.
+    twice = timing.agreement(INTERFACE, outputs(row0=(3, 3)), theirs, "float32")
+    assert twice["agrees_with_torch"] is False
+
+
 # One kernel per entry of errors.KNOWN, each making that entry's message in a real compile for the
 # course's GPU (named by the entry's id, "-" as "_"). N is a runtime argument, the rest constexpr.
 _KNOWN_KERNELS = """\

@@ -6,7 +6,10 @@ rounds (kernel, torch, kernel, torch, ...), each round the median of one
 with which ``nox -s bench`` times too. A time is the median of its rounds; its spread,
 (max - min) / median, is reported with it, and so is the range of speedups the rounds allow, so
 that a reader can see whether noise could move a grade. Whether the output was right is decided
-elsewhere (the checks); speed only counts for a fully correct exercise.
+elsewhere (the checks); speed only counts for a fully correct exercise. The checks run on other
+shapes and on poisoned buffers, so after the rounds one more call of each side, made exactly
+like the timed ones, is compared with torch's (``agreement``): a kernel that does its work only
+when checked gets no points for its speed.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import torch
 
 POINTS = 10  # per exercise, on top of its correctness points
@@ -126,10 +130,45 @@ def gpu_to_ourselves():
         yield
 
 
+def agreement(interface, ours, theirs, dtype: str | None) -> dict:
+    """Whether the kernel's output from a timed call is close to torch's from its baseline call,
+    with the tolerance the checks use (``interface.tolerance``): ``agrees_with_torch``,
+    ``max_difference`` (the largest absolute difference; None when a NaN or an infinity stands
+    against a number) and, when they differ, ``difference``, what differs in words."""
+    from grader.kinds import compare
+    from kata.kinds.base import f64
+
+    worst, found = 0.0, None
+    for key, got, want in interface.timed_pairs(ours, theirs):
+        got64, want64 = f64(got), f64(want)
+        distance = compare.distance(got64, want64)
+        worst = max(worst, distance)
+        if found is not None:
+            continue
+        if got64.shape != want64.shape:
+            found = f"{key} has shape {got64.shape}, torch's {want64.shape}"
+            continue
+        bad = compare.bad_mask(got64, want64, interface.tolerance(key, dtype))
+        if bad.any():
+            n_nan = int(np.isnan(got64).sum())
+            found = (
+                f"{key} differs in {int(bad.sum())} of {bad.size} values, by up to {distance:.3g}"
+                + (f" ({n_nan} NaN)" if n_nan else "")
+            )
+    row = {
+        "agrees_with_torch": found is None,
+        "max_difference": round(worst, 6) if math.isfinite(worst) else None,
+    }
+    if found is not None:
+        row["difference"] = found
+    return row
+
+
 def time_shape(interface, kernel, shape: dict) -> dict:
     """One timing row: the kernel and the interface's torch baseline on the same inputs of
-    ``shape``, in ROUNDS interleaved rounds. What the grader reports for each timed shape, and
-    what ``nox -s bench`` reports beside its own tables for the shapes the grader times."""
+    ``shape``, in ROUNDS interleaved rounds, then whether the kernel's output agrees with
+    torch's (``agreement``). What the grader reports for each timed shape, and what
+    ``nox -s bench`` reports beside its own tables for the shapes the grader times."""
     mine, ref, label, baseline = interface.timed(kernel, shape)
     mine(), ref()  # compiles what is not compiled yet, autotunes, warms the caches
     config = chosen_config(kernel)
@@ -138,7 +177,18 @@ def time_shape(interface, kernel, shape: dict) -> dict:
     row.update(_summary(found["kernel"], found["torch"]))
     if config:
         row["config"] = config
+    # One more call of each, on the same buffers and with nothing reset in between: the kernel
+    # cannot tell it from a timed call, so what it returns is what the timed calls computed.
+    ours, theirs = mine(), ref()
+    dtype = shape.get("dtype") or _dtype_name(ours)
+    row.update(agreement(interface, ours, theirs, dtype))
     return row
+
+
+def _dtype_name(output) -> str | None:
+    """The torch dtype name of the (first) output tensor, e.g. "bfloat16"."""
+    first = output[0] if isinstance(output, (tuple, list)) else output
+    return str(getattr(first, "dtype", "")).removeprefix("torch.") or None
 
 
 def measure(interface, shapes, kernel, compile_all=None) -> dict:
@@ -170,16 +220,19 @@ def score(timing: dict | None, correct: bool) -> dict:
         )
         return {"timed": False, "reason": reason, "points": 0, "max_points": POINTS}
     speedups = [r["speedup"] for r in timing["shapes"]]
+    # A row without the key predates the comparison: it is taken as agreeing.
+    wrong = [r for r in timing["shapes"] if r.get("agrees_with_torch") is False]
+    paid = correct and not wrong
     entry = dict(timing)
     entry.update(
         correct=correct,
         geomean_speedup=round(_geomean(speedups), 3),
-        fast_1=sum(s >= 1.0 for s in speedups) / len(speedups) if correct else 0.0,
-        points=_points(speedups) if correct else 0,
+        fast_1=sum(s >= 1.0 for s in speedups) / len(speedups) if paid else 0.0,
+        points=_points(speedups) if paid else 0,
         max_points=POINTS,
     )
     ranges = [r.get("speedup_range") for r in timing["shapes"]]
-    if correct and all(ranges):
+    if paid and all(ranges):
         # The points the slowest and the fastest pairing of rounds would give: when the two
         # differ, the timing's noise is large enough to move the grade by that much.
         entry["points_range"] = [
@@ -188,4 +241,10 @@ def score(timing: dict | None, correct: bool) -> dict:
         ]
     if not correct:
         entry["reason"] = "no performance points until every correctness check passes"
+    elif wrong:
+        first = wrong[0]
+        entry["reason"] = (
+            f"the kernel's output on the timed shape {first['shape']} differs from torch's: "
+            f"{first.get('difference', 'not close')}; speed counts only for right answers"
+        )
     return entry

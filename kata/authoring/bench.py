@@ -259,6 +259,7 @@ def graded_line(g: dict) -> str:
         f"    as graded: {g['shape']}  kernel {g['kernel_ms']:.4f} ms ({100 * g['kernel_spread']:.1f}%)"
         f"  torch {g['torch_ms']:.4f} ms ({100 * g['torch_spread']:.1f}%)  x{g['speedup']:.3f}"
         f" ({g['speedup_range'][0]:.3f}-{g['speedup_range'][1]:.3f})  {g.get('config')}"
+        + ("" if g.get("agrees_with_torch", True) else f"  DIFFERS FROM TORCH: {g['difference']}")
     )
 
 

@@ -108,6 +108,20 @@ class Interface:
         """(atol, rtol) for output ``key`` when the inputs are ``dtype`` (None: float32)."""
         raise NotImplementedError
 
+    def timed_pairs(self, ours, theirs) -> list[tuple[str, object, object]]:
+        """(key, kernel's, torch's) for each output, from one timed call of each side
+        (``timed``): what the grader compares, with ``tolerance(key, ...)``, after timing, so
+        that a kernel which skips work when timed earns nothing for its speed. By default the
+        kernel's outputs (one tensor or a tuple) pair with torch's in ``outputs``' order."""
+        ours = tuple(ours) if isinstance(ours, (tuple, list)) else (ours,)
+        theirs = tuple(theirs) if isinstance(theirs, (tuple, list)) else (theirs,)
+        if not len(ours) == len(theirs) == len(self.outputs):
+            raise ValueError(
+                f"{self.name}: {len(ours)} kernel outputs and {len(theirs)} torch outputs "
+                f"for the {len(self.outputs)} outputs {self.outputs}"
+            )
+        return list(zip(self.outputs, ours, theirs))
+
     def exact(self, key: str) -> bool:
         """Whether output ``key`` is compared exactly even where its values are not integers
         (an integer output always is)."""

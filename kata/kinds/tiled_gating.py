@@ -20,8 +20,30 @@ class TiledGating(gating.Gating):
         return launch_fast_gating
 
     def baseline(self, logits):
-        w, i = torch.topk(torch.softmax(logits.float(), dim=-1), 2, dim=-1)
-        return w / w.sum(dim=-1, keepdim=True), i
+        """(weights, experts, probabilities): the probabilities are the softmax torch computes
+        anyway, returned so that the timed output can be compared (``timed_pairs``)."""
+        probs = torch.softmax(logits.float(), dim=-1)
+        w, i = torch.topk(probs, 2, dim=-1)
+        return w / w.sum(dim=-1, keepdim=True), i, probs
+
+    def timed_pairs(self, ours, theirs):
+        """The weights against torch's, and the experts by their probabilities, as 03's top-2
+        judge compares them: on equal logits the kernel and torch.topk may pick different
+        experts of one probability, and both are right. An expert out of range, or chosen
+        twice, gets NaN, which nothing is close to."""
+        w0, w1, idx0, idx1 = ours
+        w, i, probs = theirs
+        chosen = torch.stack((idx0, idx1), dim=1).long()
+        E = probs.shape[1]
+        valid = (chosen >= 0) & (chosen < E) & (idx0 != idx1)[:, None]
+        mine = torch.where(valid, probs.gather(1, chosen.clamp(0, E - 1)), float("nan"))
+        top = probs.gather(1, i)
+        return [
+            ("w0", w0, w[:, 0]),
+            ("w1", w1, w[:, 1]),
+            ("prob", mine[:, 0], top[:, 0]),
+            ("prob", mine[:, 1], top[:, 1]),
+        ]
 
     def timed(self, kernel, shape: dict):
         """(kernel call, torch call, label, baseline name) on one random problem of ``shape``:
