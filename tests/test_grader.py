@@ -1301,6 +1301,84 @@ def test_a_small_dot_gets_the_compilers_message_and_its_advice(tmp_path):
     assert "reduction (K) dimension" in advice
 
 
+_TILE_DOT = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def tile_dot(a_ptr, c_ptr, M: tl.constexpr, K: tl.constexpr):
+    rm, rk = tl.arange(0, M), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    tl.store(c_ptr + rm[:, None] * M + rm[None, :], tl.dot(a, tl.trans(a)))
+"""
+
+# Compiles tile_dot for sm_90 as the compile gate does: what each launch needs per program, by
+# the gate's own allocation (full=False) and by Triton's whole compile (full=True), and what the
+# gate says of it.
+_COMPILE_TILE_DOTS = """\
+import json, sys
+from kata import runtime
+runtime.configure()  # KATA_DEVICE=compiler
+import torch
+from triton.backends.compiler import GPUTarget
+from grader.run import launcher
+sys.path.insert(0, sys.argv[1])
+import tile_dot
+said = {}
+for label, M, K, warps, full in (("small", 16, 16, 4, False), ("small-full", 16, 16, 4, True),
+                                 ("wide", 64, 64, 8, False), ("wide-full", 64, 64, 8, True),
+                                 ("big", 256, 512, 4, False), ("many-warps", 16, 16, 64, False)):
+    args = (torch.empty(M, K, dtype=torch.float16), torch.empty(M, M, dtype=torch.float16))
+    compiled = launcher._compile_one(tile_dot.tile_dot, args, {"M": M, "K": K, "num_warps": warps},
+                                     GPUTarget(*launcher.GPU_TARGET), full=full)
+    said[label] = [compiled.shared, compiled.warps, launcher.resources(compiled)]
+print(json.dumps(said))
+"""
+
+
+def test_the_gate_refuses_what_an_sm90_program_cannot_hold():
+    """Triton's OutOfResources, before a GPU launches a kernel: more shared memory or threads
+    per program than an H100 or H200 has. The limits are the GPU's, not one byte either way."""
+    from grader.run.launcher import SHARED_PER_PROGRAM, Compiled, resources
+
+    assert SHARED_PER_PROGRAM == 232448  # cudaDevAttrMaxSharedMemoryPerBlockOptin, sm_90
+    assert resources(Compiled("", SHARED_PER_PROGRAM, 32)) is None
+    said = resources(Compiled("", SHARED_PER_PROGRAM + 1, 4))
+    assert said.startswith("the kernel needs 232449 bytes of shared memory per program; an H100")
+    assert "has 232448: use smaller tiles" in said
+    assert resources(Compiled("", 0, 64)).startswith("the kernel runs 2048 threads per program")
+
+
+@slow
+def test_the_gate_finds_the_shared_memory_tritons_compile_finds(tmp_path):
+    """The gate's shared memory per launch, from make_llir's passes up to the allocation, is
+    the metadata.shared of Triton's whole compile (what its launcher compares on a GPU), and a
+    256x512 fp16 tile and its product are over an H100's limit (the red team's region)."""
+    from grader.run.launcher import SHARED_PER_PROGRAM
+
+    (tmp_path / "tile_dot.py").write_text(_TILE_DOT)
+    env = {**os.environ, "KATA_DEVICE": "compiler", "TRITON_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", _COMPILE_TILE_DOTS, str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert said["small"] == said["small-full"] and said["wide"] == said["wide-full"], said
+    assert 0 < said["small"][0] < said["wide"][0] < SHARED_PER_PROGRAM and said["wide"][1] == 8
+    assert said["small"][2] is None and said["wide"][2] is None
+    assert said["big"][0] > SHARED_PER_PROGRAM, said
+    assert said["big"][2].startswith(f"the kernel needs {said['big'][0]} bytes of shared memory")
+    assert said["many-warps"][1] == 64
+    assert said["many-warps"][2].startswith("the kernel runs 2048 threads per program (64 warps)")
+
+
 def test_gradescope_and_summary_say_an_exercise_was_edited_outside_its_regions(tmp_path):
     import io
 

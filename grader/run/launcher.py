@@ -14,7 +14,9 @@ submission), it only compiles:
    own compiler, no GPU needed: each through the GPU dialect (TTGIR), the first on down to the
    cubin (Triton's bundled ptxas), which is where four fifths of a compile's time goes. A kernel that does not
    compile gets the compiler's verdict, as on a GPU, and none of its code runs in the
-   interpreter. (Triton decides at import whether it interprets, so this is its own process.)
+   interpreter; nor does one that needs more shared memory (or threads) per program than the
+   GPU has, which compiles but which Triton refuses at every launch on a GPU (``resources``).
+   (Triton decides at import whether it interprets, so this is its own process.)
 
 Otherwise it runs the submission:
 
@@ -44,6 +46,7 @@ import sys
 import threading
 import time
 import traceback
+from typing import NamedTuple
 
 from grader.run import order
 
@@ -52,6 +55,14 @@ from grader.run import order
 torch = None
 
 GPU_TARGET = ("cuda", 90, 32)  # what the course grades on: an sm_90 GPU (H100, H200)
+# What one program (a CUDA block) may use on that GPU. Triton checks both before a kernel's first
+# launch (CompiledKernel._init_handles, Triton 3.6 and 3.9 alike) and raises OutOfResources; it
+# asks the device (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, and the cubin's
+# CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK), so without a GPU it has no figure to give. Compute
+# capability 9.0's limits: 227 KiB of shared memory per block, 1024 threads per block (CUDA C++
+# Programming Guide, "Technical Specifications per Compute Capability"; Hopper Tuning Guide).
+SHARED_PER_PROGRAM = 227 * 1024  # 232448 bytes
+THREADS_PER_PROGRAM = 1024
 
 
 # ---- the channel back to the grader ---------------------------------------------------------
@@ -361,13 +372,64 @@ def resolve(kernel, args: tuple, kwargs: dict, config: dict | None) -> dict:
 # ---- 1. compile ------------------------------------------------------------------------------
 
 
-def _compile_one(inner, args: tuple, kwargs: dict, target, full: bool) -> str:
+class Compiled(NamedTuple):
+    """What the compile gate keeps of one compiled launch."""
+
+    ttir: str  # ``forbidden_ops`` reads it
+    shared: int  # bytes of shared memory one program needs (Triton's metadata.shared)
+    warps: int  # warps per program, warp specialization's included (metadata.num_warps)
+
+
+def _allocate(module, options, capability: int) -> tuple[int, int]:
+    """Shared memory and warps per program of the TTGIR ``module``, as Triton's make_llir stage
+    finds them (``ttg.shared``, ``ttg.total-num-warps``), from that stage's passes up to shared
+    memory's allocation only: a few hundredths of a second, where the whole stage (LLVM at -O3)
+    takes seconds for a large kernel. Raises AttributeError or TypeError where this Triton's
+    passes are not the ones named here."""
+    from triton._C.libtriton import ir, nvidia, passes
+    from triton.backends.nvidia.compiler import get_ptx_version_from_options
+
+    pm = ir.pass_manager(module.context)
+    passes.ttgpuir.add_combine_tensor_select_and_if(pm)
+    try:
+        passes.ttgpuir.add_allocate_warp_groups(pm, False)  # 3.9: the sanitizer's flag
+    except TypeError:
+        passes.ttgpuir.add_allocate_warp_groups(pm)  # 3.6
+    passes.convert.add_scf_to_cf(pm)
+    passes.gluon.add_inliner(pm)
+    ptx_version = get_ptx_version_from_options(options, capability)
+    nvidia.passes.ttgpuir.add_allocate_shared_memory_nv(pm, capability, ptx_version)
+    pm.run(module, "kata_allocate")
+    warps = module.get_int_attr("ttg.total-num-warps") or options.num_warps
+    return module.get_int_attr("ttg.shared") or 0, warps
+
+
+def resources(compiled: Compiled) -> str | None:
+    """Why a GPU refuses to launch a kernel that compiled, or None: Triton's OutOfResources,
+    raised before its first launch, in plain words. No line is named: what a program needs is
+    the whole kernel's, the sum of every block it holds in shared memory at once."""
+    if compiled.shared > SHARED_PER_PROGRAM:
+        return (
+            f"the kernel needs {compiled.shared} bytes of shared memory per program; an H100 or "
+            f"H200 has {SHARED_PER_PROGRAM}: use smaller tiles (a GPU refuses to launch it: "
+            f"Triton's OutOfResources)"
+        )
+    if compiled.warps * 32 > THREADS_PER_PROGRAM:
+        return (
+            f"the kernel runs {compiled.warps * 32} threads per program ({compiled.warps} "
+            f"warps); an H100 or H200 allows {THREADS_PER_PROGRAM}: use fewer warps (a GPU "
+            f"refuses to launch it: Triton's OutOfResources)"
+        )
+    return None
+
+
+def _compile_one(inner, args: tuple, kwargs: dict, target, full: bool) -> Compiled:
     """Compile one launch of ``inner`` (a JITFunction) for ``target``, as JITFunction.run would
     before launching it, but for a GPU this machine need not have: through Triton's front end
-    and its GPU dialect (TTGIR: language errors, tl.dot's shapes, layouts), and with ``full``
-    on through LLVM and ptxas to the cubin. A launch that passed before is not compiled again
-    (Triton's cache, keyed by the kernel's source and the launch's types and constants).
-    Returns the launch's TTIR (``forbidden_ops`` reads it)."""
+    and its GPU dialect (TTGIR: language errors, tl.dot's shapes, layouts) to its allocation of
+    shared memory, and with ``full`` on through LLVM and ptxas to the cubin. A launch that
+    passed before is not compiled again (Triton's cache, keyed by the kernel's source and the
+    launch's types and constants)."""
     import hashlib
 
     import triton
@@ -385,14 +447,16 @@ def _compile_one(inner, args: tuple, kwargs: dict, target, full: bool) -> str:
     )
     src = ASTSource(inner, signature, constexprs, attrs)
     if full:
-        return triton.compile(src, target=target, options=options.__dict__).asm["ttir"]
+        kernel = triton.compile(src, target=target, options=options.__dict__)
+        return Compiled(kernel.asm["ttir"], kernel.metadata.shared, kernel.metadata.num_warps)
     env = get_cache_invalidating_env_vars()
     key = get_cache_key(src, backend, options, env_vars=env) + "-kata-ttgir"
     cache = get_cache_manager(hashlib.sha256(key.encode()).hexdigest())
     passed, kept = cache.get_file("ttgir.ok"), cache.get_file("kernel.ttir")
-    if passed and kept:
-        with open(kept) as f:
-            return f.read()
+    needs = cache.get_file("kernel.needs")  # [shared bytes, warps]
+    if passed and kept and needs:
+        with open(kept) as f, open(needs) as g:
+            return Compiled(f.read(), *json.load(g))
     context = ir.context()
     ir.load_dialects(context)
     backend.load_dialects(context)
@@ -409,9 +473,15 @@ def _compile_one(inner, args: tuple, kwargs: dict, target, full: bool) -> str:
     module = stages["ttir"](module, metadata)
     ttir = str(module)
     stages["ttgir"](module, metadata)
+    try:
+        shared, warps = _allocate(module, options, target.arch)
+    except (AttributeError, TypeError):  # another Triton's passes: its whole stage, slower
+        stages["llir"](module, metadata)
+        shared, warps = metadata["shared"], metadata["num_warps"]
     cache.put(ttir, "kernel.ttir", binary=False)
+    cache.put(json.dumps([shared, warps]), "kernel.needs", binary=False)
     cache.put("ok", "ttgir.ok", binary=False)
-    return ttir
+    return Compiled(ttir, shared, warps)
 
 
 def forbidden_ops(ttir: str, forbidden) -> str | None:
@@ -451,16 +521,17 @@ def forbidden_compiled(kernel, forbidden) -> str | None:
 
 def compile_for_gpu(job: dict, interface, module) -> dict:
     """Compile every launch the job's cases make, for the course's GPU. ``{"failed",
-    "launches", "configs"}``: ``failed`` holds ``[case, configuration, message]`` for each run
-    the GPU's compiler refuses (that run gets the compiler's verdict, as on a GPU, and never
-    runs), ``configs`` the configurations the file's own autotuner offers each case that runs
-    under all of them, as a GPU sees the file."""
+    "launches", "configs", "shared"}``: ``failed`` holds ``[case, configuration, message]`` for
+    each run the GPU's compiler refuses, or the GPU would not launch (``resources``; that run
+    gets the GPU's verdict and never runs), ``configs`` the configurations the file's own
+    autotuner offers each case that runs under all of them, as a GPU sees the file, ``shared``
+    the most shared memory one program of a launch needs, in bytes."""
     from triton.backends.compiler import GPUTarget
 
     from grader.judge import errors
 
     target = GPUTarget(*GPU_TARGET)
-    found: dict = {"failed": [], "launches": 0, "configs": {}}
+    found: dict = {"failed": [], "launches": 0, "configs": {}, "shared": 0}
     kernel = getattr(module, job["kernel"])
     inner = _layers(kernel)[2]
     verdicts: dict = {}  # (kernel name, signature key) -> the compiler's message, or None
@@ -469,8 +540,11 @@ def compile_for_gpu(job: dict, interface, module) -> dict:
         key = (name, *_signature_key(args, launch))
         if key not in verdicts:
             try:
-                ttir = _compile_one(inner, args, launch, target, full=not verdicts)
-                verdicts[key] = forbidden_ops(ttir, job.get("forbidden"))
+                compiled = _compile_one(inner, args, launch, target, full=not verdicts)
+                found["shared"] = max(found["shared"], compiled.shared)
+                verdicts[key] = forbidden_ops(compiled.ttir, job.get("forbidden")) or resources(
+                    compiled
+                )
             except Exception as exc:
                 verdicts[key] = errors.explain(exc, job["file"])
             found["launches"] += 1
@@ -672,7 +746,7 @@ def compile_only(fd: int, job: dict) -> int:
     errors.use_lines(job.get("lines"), job.get("regions"))
     watchdog(fd, job)
     start = time.monotonic()
-    found = {"failed": [], "launches": 0, "configs": {}, "error": None}
+    found = {"failed": [], "launches": 0, "configs": {}, "shared": 0, "error": None}
     exercise = catalogue.find(job["stem"])
     try:
         module = catalogue.load_text(job["text"], job["file"], f"kata_compiled_{job['stem']}")

@@ -122,6 +122,16 @@ GALLERY = [
     wrong("01-writes-nan", "stores NaN everywhere: told apart from an unwritten buffer",
           edits=[("out = acc / l_i[:, None]", 'out = acc * float("nan")')],
           expect={"message": "NaN"}),
+    wrong("01-shared-memory-overflow", "a red team's region: a 256x512 fp16 block and its dot, "
+          "weighted by 0, need more shared memory per program than an H100 or H200 has. The "
+          "interpreter has no limit and gave it full marks; a GPU refuses every launch "
+          "(OutOfResources), and so does the compile gate",
+          fills={"rescale-acc": (
+              "big = (tl.full([256, 512], 1.0, tl.float32) * tl.max(alpha, axis=0)).to(tl.float16)\n"
+              "junk = tl.dot(big, tl.trans(big))\n"
+              "acc = acc * alpha[:, None] + tl.dot(p, v) + 0.0 * tl.sum(tl.sum(junk, axis=1), axis=0)")},
+          score="zero", expect={"error": r"needs \d+ bytes of shared memory per program; an H100 "
+                                         r"or H200 has 232448|out of resource: shared memory"}),
     wrong("01-fake-kernel", "computes attention with torch in Python; graded free-form (a file "
           "written apart) the launcher refuses it as no Triton kernel, and graded as its regions "
           "it has no region at all (the golden case fake-kernel)",
