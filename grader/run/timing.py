@@ -24,6 +24,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from grader.kinds import compare
+from kata.kinds.base import f64
+
 POINTS = 10  # per exercise, on top of its correctness points
 ROUNDS = 5  # interleaved timing rounds per shape, for the kernel and for torch
 WARMUP_MS, REP_MS = 10, 50  # each round: one do_bench(warmup=WARMUP_MS, rep=REP_MS), its median
@@ -135,9 +138,6 @@ def agreement(interface, ours, theirs, dtype: str | None) -> dict:
     with the tolerance the checks use (``interface.tolerance``): ``agrees_with_torch``,
     ``max_difference`` (the largest absolute difference; None when a NaN or an infinity stands
     against a number) and, when they differ, ``difference``, what differs in words."""
-    from grader.kinds import compare
-    from kata.kinds.base import f64
-
     worst, found = 0.0, None
     for key, got, want in interface.timed_pairs(ours, theirs):
         got64, want64 = f64(got), f64(want)
