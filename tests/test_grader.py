@@ -1269,16 +1269,14 @@ print(json.dumps(said))
 """
 
 
-@slow
-def test_a_small_dot_gets_the_compilers_message_and_its_advice(tmp_path):
-    """The compiler's own words for a tl.dot whose reduction dimension is too small, compiled for
-    sm_90 on this machine (no GPU needed): the advice's needle must match them. Triton 3.6 and
-    3.9 both say "M >= 1, N >= 1 and K >= 16" for 16-bit inputs; 3.9 lets fp32 go down to 8."""
-    (tmp_path / "small_dot.py").write_text(_SMALL_DOT)
+def _compiled_for_sm90(tmp_path, name: str, kernels: str, script: str) -> dict:
+    """Writes ``kernels`` as ``name``, runs ``script`` on it in a fresh Python compiling for
+    sm_90 on this machine (no GPU), and returns the JSON of its last line."""
+    (tmp_path / name).write_text(kernels)
     env = {**os.environ, "KATA_DEVICE": "compiler", "TRITON_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("TRITON_INTERPRET", None)
     proc = subprocess.run(
-        [sys.executable, "-c", _COMPILE_SMALL_DOTS, str(tmp_path)],
+        [sys.executable, "-c", script, str(tmp_path)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -1286,7 +1284,15 @@ def test_a_small_dot_gets_the_compilers_message_and_its_advice(tmp_path):
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    said = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@slow
+def test_a_small_dot_gets_the_compilers_message_and_its_advice(tmp_path):
+    """The compiler's own words for a tl.dot whose reduction dimension is too small, compiled for
+    sm_90 on this machine (no GPU needed): the advice's needle must match them. Triton 3.6 and
+    3.9 both say "M >= 1, N >= 1 and K >= 16" for 16-bit inputs; 3.9 lets fp32 go down to 8."""
+    said = _compiled_for_sm90(tmp_path, "small_dot.py", _SMALL_DOT, _COMPILE_SMALL_DOTS)
     advice = next(k.plain for k in errors.KNOWN if k.id == "dot-too-small")
     assert said["float16 K=16"] is None
     assert "Input shapes should have M >= 1, N >= 1 and K >= 16" in said["float16 K=8"]
@@ -1357,19 +1363,7 @@ def test_the_gate_finds_the_shared_memory_tritons_compile_finds(tmp_path):
     256x512 fp16 tile and its product are over an H100's limit (the red team's region)."""
     from grader.run.launcher import SHARED_PER_PROGRAM
 
-    (tmp_path / "tile_dot.py").write_text(_TILE_DOT)
-    env = {**os.environ, "KATA_DEVICE": "compiler", "TRITON_CACHE_DIR": str(tmp_path / "cache")}
-    env.pop("TRITON_INTERPRET", None)
-    proc = subprocess.run(
-        [sys.executable, "-c", _COMPILE_TILE_DOTS, str(tmp_path)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    said = json.loads(proc.stdout.strip().splitlines()[-1])
+    said = _compiled_for_sm90(tmp_path, "tile_dot.py", _TILE_DOT, _COMPILE_TILE_DOTS)
     assert said["small"] == said["small-full"] and said["wide"] == said["wide-full"], said
     assert 0 < said["small"][0] < said["wide"][0] < SHARED_PER_PROGRAM and said["wide"][1] == 8
     assert said["small"][2] is None and said["wide"][2] is None
