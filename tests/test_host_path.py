@@ -228,6 +228,7 @@ def test_the_bench_dry_run_walks_every_row_function(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads((tmp_path / "bench.json").read_text())
     assert (tmp_path / "bench.png").is_file()
+    assert not (tmp_path / "bench.partial.json").exists()  # kept only while a run is unfinished
     host_keys = {f"{n}_host_us_per_call" for n in ("fast", "torch", "launch_floor")}
     for section, keys in {
         "gating": {"fast_ms", "fast_pct_of_copy", "fast_graph_ms", "same_size_copy_graph_ms"}

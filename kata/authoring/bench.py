@@ -354,8 +354,13 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     this = sys.modules[__name__]  # the kinds' tools: this module, as it runs (see grader.kinds)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    # What is measured so far, kind by kind, so a run stopped by a time limit keeps its rows.
+    partial = out / "bench.partial.json"
     benches = kinds.benches()
     for kind in benches:
+        start = time.monotonic()
         data.update(
             kind.rows(
                 this,
@@ -364,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
                 copy_tbps=data["copy"]["tbps"],
             )
         )
+        partial.write_text(json.dumps(data, indent=2))
+        print(f"{kind.__name__}: {time.monotonic() - start:.0f} s", flush=True)
     if not args.graded_shapes:
         data["host"] = [row for kind in benches for row in kind.host_rows(this)]
     data["gpu_state_after"] = {} if DRY else gpu_state()
@@ -371,9 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_grader and not DRY:
         data["grader_s"] = grader_speed()
         print(f"grader on solutions: {data['grader_s']}")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(data, indent=2))
+    partial.unlink()
     try:
         plot(data, out / "bench.png")
     except ImportError:
