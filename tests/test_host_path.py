@@ -265,3 +265,17 @@ def test_the_bench_dry_run_walks_every_row_function(tmp_path):
         "09 moe_dispatch"
     ]
     assert all(row["agrees_with_torch"] for row in data["dispatch"])
+
+
+def test_the_bench_counts_the_descriptor_scratch_a_call_asks_for():
+    """The attention host rows time the scratch Triton's launcher requests at each launch of a
+    kernel that makes descriptors on the device; the count comes from the allocator the wrapper
+    installs, looked up at call time, and the allocator is put back afterwards."""
+    from grader.kinds.bhsd_attention.bench import scratch_requests
+    from kata.kinds import bhsd_attention
+
+    allocate = bhsd_attention._descriptor_scratch
+    calls = lambda: [bhsd_attention._descriptor_scratch(n, 128, None) for n in (256, 512)]  # noqa: E731
+    assert scratch_requests(calls) == [256, 512]
+    assert scratch_requests(lambda: None) == []
+    assert bhsd_attention._descriptor_scratch is allocate

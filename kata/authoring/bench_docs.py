@@ -65,10 +65,26 @@ def run_path(card: str) -> Path:
 # ---- what a tag asks for ---------------------------------------------------------------------
 
 
+# The parts of a wrapper's host time that the bench times apart (a host row's keys).
+HOST_PARTS = ("checks", "one_allocation", "descriptor_scratch")
+
+
+def _rest_host_us(row: dict) -> float:
+    """What a wrapper spends per call beyond the bare launch and the parts timed apart."""
+    parts = sum(row.get(f"{part}_host_us_per_call", 0.0) for part in HOST_PARTS)
+    return row["fast_host_us_per_call"] - row["launch_floor_host_us_per_call"] - parts
+
+
 def _derived(data: dict) -> dict:
     """Fields computed from a row (and the run), each kind's (``DERIVED`` of its ``tables``
     module) and the copy's."""
-    found = {"spread_pct": lambda r: r["spread"] * 100}  # copy
+    found = {
+        "spread_pct": lambda r: r["spread"] * 100,  # copy
+        "rest_host_us": _rest_host_us,
+        "allocation_over_floor": lambda r: (
+            r["one_allocation_host_us_per_call"] / r["launch_floor_host_us_per_call"]
+        ),
+    }
     for module in kinds.tables():
         found.update(
             {name: functools.partial(fn, data=data) for name, fn in module.DERIVED.items()}

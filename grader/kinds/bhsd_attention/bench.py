@@ -31,6 +31,25 @@ def _attention_floor(q, k, v, out, causal):
     )
 
 
+def scratch_requests(fn) -> list[int]:
+    """The sizes of the descriptor scratch (``bhsd_attention._descriptor_scratch``) that one
+    call of ``fn`` asks for: Triton's launcher requests it at every launch of a kernel that makes
+    tensor descriptors on the device, and the wrapper pays a ``torch.empty`` for it each time."""
+    sizes = []
+    allocate = bhsd_attention._descriptor_scratch
+
+    def counting(size: int, alignment: int, stream):
+        sizes.append(size)
+        return allocate(size, alignment, stream)
+
+    bhsd_attention._descriptor_scratch = counting  # the wrapper names it at every call
+    try:
+        fn()
+    finally:
+        bhsd_attention._descriptor_scratch = allocate
+    return sizes
+
+
 def _sdpa_default_kernel(bench, q, k, v, causal) -> str:
     """The name of the CUDA kernel SDPA's default dispatch launches for these inputs."""
     sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -220,7 +239,14 @@ def _attention_host_rows(bench) -> list[dict]:
         if failed:  # 07 is a showcase: its failure is reported, and the rest still measured
             rows.append({"wrapper": name, **shape, **failed})
             continue
-        rows.append(bench.host_row(name, shape, fns))
+        sizes = scratch_requests(fns["fast"])
+        if sizes:  # the scratch the launch asks for, as the launcher allocates it, every call
+            fns["descriptor_scratch"] = lambda sizes=sizes: [
+                bhsd_attention._descriptor_scratch(n, 128, None) for n in sizes
+            ]
+        row = bench.host_row(name, shape, fns)
+        row["descriptor_scratch_bytes_per_call"] = sum(sizes)
+        rows.append(row)
 
     return rows
 

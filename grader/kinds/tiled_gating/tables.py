@@ -43,14 +43,4 @@ DERIVED = {
     "floor_ms": lambda r, data: r["mb_moved"] / (data["copy"]["tbps"] * 1000),  # at copy speed
     "indices_agree_pct": lambda r, data: r["indices_agree_with_torch"] * 100,
     "top2_agree_pct": lambda r, data: r["top2_values_agree"] * 100,
-    # 05's host row: what its wrapper spends beyond the launch, the checks and the allocation.
-    "rest_host_us": lambda r, data: (
-        r["fast_host_us_per_call"]
-        - r["launch_floor_host_us_per_call"]
-        - r["checks_host_us_per_call"]
-        - r["one_allocation_host_us_per_call"]
-    ),
-    "allocation_over_floor": lambda r, data: (
-        r["one_allocation_host_us_per_call"] / r["launch_floor_host_us_per_call"]
-    ),
 }
