@@ -617,3 +617,33 @@ def test_asking_for_cuda_without_a_gpu_names_what_asked_for_it():
     env = run("-m", "grader", env={"KATA_DEVICE": "cuda"})
     assert env.returncode == 2
     assert "KATA_DEVICE=cuda (set in the environment) was requested" in env.stderr
+
+
+def test_the_ncu_summary_keeps_each_kernels_figures():
+    """scripts/attention_ncu.py reads ncu's CSV details page, after ncu's own log lines, into
+    one entry per kernel launch with the kept metrics and their units, and drops the others."""
+    import importlib.util
+
+    path = catalogue.ROOT / "scripts" / "attention_ncu.py"
+    spec = importlib.util.spec_from_file_location("attention_ncu", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    head = '"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value"'
+    rows = [
+        '"0","attention_fwd_kernel","GPU Speed Of Light Throughput","Duration","us","812.3"',
+        '"0","attention_fwd_kernel","Occupancy","Achieved Occupancy","%","11.9"',
+        '"0","attention_fwd_kernel","Launch Statistics","Grid Size","","1024"',
+        '"1","cudnn_sdpa_fprop","Launch Statistics","Registers Per Thread","register/thread","168"',
+    ]
+    text = "==PROF== Connected to process 1\n" + "\n".join([head, *rows]) + "\n"
+    assert module.summary(text) == [
+        {
+            "kernel": "attention_fwd_kernel",
+            "metrics": {"Duration (us)": "812.3", "Achieved Occupancy (%)": "11.9"},
+        },
+        {
+            "kernel": "cudnn_sdpa_fprop",
+            "metrics": {"Registers Per Thread (register/thread)": "168"},
+        },
+    ]
+    assert module.summary("==ERROR== no kernels were profiled\n") == []
