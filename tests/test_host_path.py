@@ -279,3 +279,24 @@ def test_the_bench_counts_the_descriptor_scratch_a_call_asks_for():
     assert scratch_requests(calls) == [256, 512]
     assert scratch_requests(lambda: None) == []
     assert bhsd_attention._descriptor_scratch is allocate
+
+
+def test_the_bench_repeats_tritons_check_of_a_kernels_globals():
+    """The attention host rows time the check ``JITFunction.run`` makes of every global a
+    compiled kernel read; the copy sees a changed global as Triton's does."""
+    import types
+
+    import triton.language as tl
+
+    from grader.kinds.bhsd_attention.bench import global_checks, global_names
+
+    module_globals = {"NO_MASK": tl.constexpr(0), "DIAGONAL": tl.constexpr(1)}
+    recorded = {(n, 0): (v, module_globals) for n, v in module_globals.items()}
+    kernel = types.SimpleNamespace(fn=types.SimpleNamespace(used_global_vals=recorded))
+    assert global_names(kernel) == ["DIAGONAL", "NO_MASK"]
+    check = global_checks(kernel)
+    check()
+    module_globals["DIAGONAL"] = tl.constexpr(2)
+    with pytest.raises(RuntimeError, match="DIAGONAL"):
+        check()
+    assert global_names(types.SimpleNamespace()) == []

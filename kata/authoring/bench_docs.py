@@ -66,7 +66,7 @@ def run_path(card: str) -> Path:
 
 
 # The parts of a wrapper's host time that the bench times apart (a host row's keys).
-HOST_PARTS = ("checks", "one_allocation", "descriptor_scratch")
+HOST_PARTS = ("checks", "one_allocation", "descriptor_scratch", "global_checks")
 
 
 def _rest_host_us(row: dict) -> float:

@@ -50,6 +50,30 @@ def scratch_requests(fn) -> list[int]:
     return sizes
 
 
+def _used_globals(kernel) -> dict:
+    """The module globals a compiled kernel read (its ``tl.constexpr`` constants), as Triton's
+    ``JITFunction`` records them: {(name, ...): (value, the module's globals)}."""
+    return getattr(getattr(kernel, "fn", kernel), "used_global_vals", {})  # under an autotuner
+
+
+def global_names(kernel) -> list[str]:
+    return sorted(name for name, *_ in _used_globals(kernel))
+
+
+def global_checks(kernel):
+    """What ``JITFunction.run`` does at every launch before it launches: compare each global the
+    kernel read when it was compiled with the module's value now (``!=`` on ``tl.constexpr``
+    objects). A bare launch of a kernel that reads no globals skips it."""
+    seen = list(_used_globals(kernel).items())
+
+    def check() -> None:
+        for (name, _), (value, module_globals) in seen:
+            if module_globals.get(name) != value:
+                raise RuntimeError(f"global {name} changed since the kernel was compiled")
+
+    return check
+
+
 def _sdpa_default_kernel(bench, q, k, v, causal) -> str:
     """The name of the CUDA kernel SDPA's default dispatch launches for these inputs."""
     sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -221,10 +245,11 @@ def _attention_host_rows(bench) -> list[dict]:
         q, k, v = (x.half() for x in (q, k, v))
     sdpa = torch.nn.functional.scaled_dot_product_attention
     floor = _attention_floor(q, k, v, torch.empty_like(q), False)
-    wrappers = [("04 fast_attention", bench.load("04").fast_attention)]
+    wrappers = [("04 fast_attention", bench.load("04"))]
     if not bench.DRY and torch.cuda.get_device_capability()[0] == 9:
-        wrappers.append(("07 fa3_attention", bench.load("07").fa3_attention))
-    for name, fn in wrappers:
+        wrappers.append(("07 fa3_attention", bench.load("07")))
+    for name, module in wrappers:
+        fn = getattr(module, name.split()[1])
         fns = {
             "fast": lambda fn=fn: fn(q, k, v),
             "torch": lambda: sdpa(q, k, v),
@@ -244,8 +269,12 @@ def _attention_host_rows(bench) -> list[dict]:
             fns["descriptor_scratch"] = lambda sizes=sizes: [
                 bhsd_attention._descriptor_scratch(n, 128, None) for n in sizes
             ]
+        names = global_names(module.attention_fwd_kernel)
+        if names:
+            fns["global_checks"] = global_checks(module.attention_fwd_kernel)
         row = bench.host_row(name, shape, fns)
         row["descriptor_scratch_bytes_per_call"] = sum(sizes)
+        row["launch_checked_globals"] = names
         rows.append(row)
 
     return rows
