@@ -615,11 +615,15 @@ def time_variants(names: list[str], out: Path | None) -> int:
 
     if out is None:
         raise SystemExit("--time needs --out DIR")
-    if runtime.BACKEND != "cuda" or torch.cuda.get_device_capability() != (9, 0):
-        found = torch.cuda.get_device_name() if runtime.BACKEND == "cuda" else runtime.BACKEND
+    if runtime.BACKEND != "cuda":
         raise SystemExit(
-            f"--time runs on a Hopper GPU (sm_90: H100, H200), what 04 is tuned for; this is "
-            f"{found}"
+            f"--time times kernels on a Hopper GPU; this process has none ({runtime.describe()}); "
+            "without one, leave --time out for the SASS table"
+        )
+    if torch.cuda.get_device_capability() != (9, 0):
+        raise SystemExit(
+            f"--time runs on a Hopper GPU (sm_90: H100, H200), what 04 and the variants are "
+            f"tuned and compared for; this is {torch.cuda.get_device_name()}"
         )
     names = ["04", *(n for n in names if n != "04")]
     out.mkdir(parents=True, exist_ok=True)
