@@ -201,6 +201,7 @@ def variant_source(name: str) -> str:
 
 
 _LOADED: dict = {}
+_FOLDER: list = []  # the variants' files: a TemporaryDirectory, removed when Python exits
 
 
 def load_variant(name: str):
@@ -209,8 +210,9 @@ def load_variant(name: str):
         if name == "04":
             _LOADED[name] = catalogue.load_file(SOURCE)
         else:
-            folder = Path(tempfile.mkdtemp(prefix="attention_sass_"))
-            path = folder / f"04_{name}.py"
+            if not _FOLDER:
+                _FOLDER.append(tempfile.TemporaryDirectory(prefix="attention_sass_"))
+            path = Path(_FOLDER[0].name) / f"04_{name}.py"
             path.write_text(variant_source(name))
             _LOADED[name] = catalogue.load_file(path)
     return _LOADED[name]
@@ -399,6 +401,10 @@ def analyse(compiled, config, head_dim: int) -> dict:
         in_flight=in_flight(body),
         local=per(sum(_opcode(ins).startswith(("LDL", "STL")) for ins in body)),
     )
+    # What the SM's schedulers issue for the same work whatever the tile: warp instructions per
+    # 128 x 64 block of scores (one tile of 04's first configuration).
+    if tiles:
+        row["per_block"] = round(len(body) / tiles * meta.num_warps * 128 * 64 / (bm * bn))
     return row
 
 
@@ -424,7 +430,7 @@ def own_configs(module, causal: bool) -> list:
 HEADER = (
     f"{'variant':<12}{'causal':<7}{'configuration':<26}{'regs':>5}{'spill':>10}{'smem':>6}"
     f"{'/SM':>4}  {'ptxas':<14}{'tiles':>6}{'instr':>7}{'hgmma':>6}{'waits':>6}{'ex2':>6}"
-    f"{'ffma':>6}{'ldl/stl':>8}  in flight"
+    f"{'ffma':>6}{'ldl/stl':>8}{'block':>7}  in flight"
 )
 
 
@@ -450,6 +456,7 @@ def table_line(name: str, causal: bool, config, row: dict) -> str:
             ("ex2", 6),
             ("ffma", 6),
             ("local", 8),
+            ("per_block", 7),
         )
     )
     ws = "  (warp-specialised)" if row["warp_specialized"] else ""
@@ -493,7 +500,11 @@ def _why(exc: Exception, printed: str) -> str:
 
 def sass_table(names: list[str], head_dim: int) -> list[dict]:
     """Compile every configuration of each variant, causal and not; print and return the rows."""
-    print(f"bf16, D = {head_dim}, S = 4096; per thread and per key tile of the main loop")
+    print(
+        f"bf16, D = {head_dim}, S = 4096. instr, hgmma, waits, ex2, ffma, ldl/stl: per thread and "
+        "key tile of the main loop; block: warp instructions per 128 x 64 block of scores; in "
+        "flight: per wgmma group, instructions issued before its wait"
+    )
     print(HEADER, flush=True)
     rows = []
     for name in names:
