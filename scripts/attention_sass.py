@@ -7,7 +7,7 @@ D = 128 runs at 0.84-0.88x of cuDNN on an H100).
 
 The first form prints one row per (variant, causal, configuration): registers, spill bytes and
 shared memory (ptxas -v and Triton's metadata), how many programs fit on one SM, ptxas's
-warnings (C7514/C7515: wgmma serialised), and per key tile of the main loop (the first loop
+warnings (C7512, C7514, C7515: wgmma serialised), and per key tile of the main loop (the first loop
 with a wgmma, the unmasked tiles) the SASS instructions, HGMMA, WARPGROUP.DEPBAR waits and
 MUFU.EX2 per thread, and for each wgmma group how many other instructions issue between its
 commit and the wait that retires it ("in flight"; 0 means the wgmma ran synchronously).
@@ -94,9 +94,9 @@ def _exp2_coefficients(degree: int = 3) -> list[float]:
 
 def _fma_exp2_source() -> str:
     """A jit helper: exp2 of a score tile, the even columns through MUFU.EX2 and the odd ones
-    through a polynomial on the FMA pipe. Rounding by adding 1.5 * 2^23 keeps the integer part
-    on the FMA pipe too (FRND would take the MUFU's slow pipe), and its low bits, shifted into
-    the exponent field, scale the polynomial by 2^j."""
+    through a polynomial on the FMA pipe. Rounding by adding and subtracting 1.5 * 2^23 (two
+    FADDs, as FlashAttention-4 does) finds the integer part j without a conversion instruction,
+    and the low bits of the sum, shifted into the exponent field, scale the polynomial by 2^j."""
     c1, c2, c3 = _exp2_coefficients()
     return textwrap.dedent(f'''
         @triton.jit
@@ -172,8 +172,8 @@ VARIANTS = {
         ],
     ),
     "bn32": Variant(
-        "BLOCK_N 32: smaller tiles, so that 2 to 4 programs (4 to 8 warpgroups at 8 warps) fit on "
-        "an SM without spilling",
+        "BLOCK_N 32: smaller tiles, so that 2 to 4 programs (up to 4 warpgroups) fit on an SM "
+        "without spilling",
         configs=lambda: [
             (128, 32, 8, 2, True, {}),
             (128, 32, 8, 3, True, {}),
@@ -312,9 +312,10 @@ def loops(code: list[tuple[int, str]]) -> list[tuple[int, int]]:
     index = {addr: i for i, (addr, _) in enumerate(code)}
     found = []
     for i, (addr, ins) in enumerate(code):
-        target = re.search(r"\bBRA\s+(?:`?\(?)0x([0-9a-f]+)", ins)
-        if _opcode(ins) == "BRA" and target and int(target.group(1), 16) < addr:
-            found.append((index[int(target.group(1), 16)], i))
+        # BRA, BRA.U, BRA.DIV ...: the target is the instruction's last operand.
+        target = re.findall(r"0x([0-9a-f]+)", ins) if _opcode(ins).startswith("BRA") else []
+        if target and int(target[-1], 16) < addr and int(target[-1], 16) in index:
+            found.append((index[int(target[-1], 16)], i))
     return found
 
 
