@@ -261,7 +261,10 @@ def _consumer(
         last = c + n_tiles - 1
         mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
         acc = warpgroup_mma(
-            gl.convert_layout(p.to(dtype), p_layout), v_smem.index(last % STAGES), acc, is_async=True
+            gl.convert_layout(p.to(dtype), p_layout),
+            v_smem.index(last % STAGES),
+            acc,
+            is_async=True,
         )
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(v_empty.index(last % STAGES), count=1)
@@ -318,9 +321,7 @@ def persistent_attention_fwd_kernel(
     # One descriptor per (B, H, S, D) tensor, made once: the block is one head's rows, so a
     # tile past S reads zeros and a store past S is clipped, as 07's per-head ones do.
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_M, HEAD_DIM], dtype)
-    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for(
-        [1, 1, BLOCK_N, HEAD_DIM], dtype
-    )
+    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N, HEAD_DIM], dtype)
     o_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, 64, HEAD_DIM], dtype)
     q_desc = tma.make_tensor_descriptor(
         q_ptr,
@@ -472,6 +473,19 @@ def group_heads(S: int, D: int, element_size: int, bh: int, l2_bytes: int) -> in
     return max(1, min(bh, int(l2_bytes * L2_SHARE) // per_head))
 
 
+def descriptor_strides(x) -> tuple:
+    """x's batch, head and row strides for a rank-4 descriptor. A dimension of size 1 is only
+    ever read at 0, so the host checks let its stride be anything; the descriptor still needs
+    it aligned, so it gets the one a contiguous tensor would have."""
+    strides = list(x.stride()[:3])
+    below = x.shape[3]  # the row stride of a contiguous tensor
+    for d in (2, 1, 0):
+        if x.shape[d] == 1:
+            strides[d] = below
+        below = strides[d] * x.shape[d]
+    return tuple(strides)
+
+
 def launch_args(q, k, v, out, causal: bool, programs: int, heads: int) -> tuple:
     """(grid, positional arguments, keywords) of one launch, 07's arguments first."""
     B, H, S, D = q.shape
@@ -480,10 +494,10 @@ def launch_args(q, k, v, out, causal: bool, programs: int, heads: int) -> tuple:
         k,
         v,
         out,
-        *q.stride()[:3],
-        *k.stride()[:3],
-        *v.stride()[:3],
-        *out.stride()[:3],
+        *descriptor_strides(q),
+        *descriptor_strides(k),
+        *descriptor_strides(v),
+        *descriptor_strides(out),
         H,
         S,
         1.0 / math.sqrt(D),
@@ -493,23 +507,31 @@ def launch_args(q, k, v, out, causal: bool, programs: int, heads: int) -> tuple:
     return (programs,), args, {"HEAD_DIM": D, "CAUSAL": causal, **CONFIG.all_kwargs()}
 
 
-def persistent_attention(q, k, v, causal: bool = False, num_sms: int | None = None, heads=None):
+_PLANS: dict = {}  # launch shape -> (programs, heads per group)
+
+
+def persistent_attention(q, k, v, causal=False, num_sms=None, heads=None, out=None):
     """softmax(q k^T / sqrt(D)) v like 07's ``fa3_attention``, with 07's checks, on at most
     ``num_sms`` programs (the GPU's SM count unless given), ``heads`` per group (``None``: as
-    many as fit L2_SHARE of the L2)."""
+    many as fit L2_SHARE of the L2); ``out``, if given, like q."""
     if runtime.BACKEND != "cuda":
         raise RuntimeError("the persistent 07 is written in Gluon for Hopper GPUs only")
     if not bhsd_attention.usual_fast_attention_inputs(q, k, v):
         bhsd_attention.check_fast_attention_inputs(q, k, v)
     B, H, S, D = q.shape
-    out = torch.empty_like(q)
+    out = torch.empty_like(q) if out is None else out
     if not out.numel():
         return out
-    props = torch.cuda.get_device_properties(q.device)
-    items = triton.cdiv(S, CONFIG.kwargs["BLOCK_M"]) * B * H
-    programs = min(num_sms or props.multi_processor_count, items)
-    if heads is None:
-        heads = group_heads(S, D, q.element_size(), B * H, props.L2_cache_size)
+    key = (q.device, B, H, S, D, q.dtype, num_sms, heads)
+    plan = _PLANS.get(key)
+    if plan is None:  # once per shape: the device's properties are not free to ask for
+        props = torch.cuda.get_device_properties(q.device)
+        items = triton.cdiv(S, CONFIG.kwargs["BLOCK_M"]) * B * H
+        plan = _PLANS[key] = (
+            min(num_sms or props.multi_processor_count, items),
+            heads or group_heads(S, D, q.element_size(), B * H, props.L2_cache_size),
+        )
+    programs, heads = plan
     triton.set_allocator(bhsd_attention._descriptor_scratch)
     grid, args, kwargs = launch_args(q, k, v, out, causal, programs, heads)
     persistent_attention_fwd_kernel[grid](*args, **kwargs)
@@ -518,7 +540,9 @@ def persistent_attention(q, k, v, causal: bool = False, num_sms: int | None = No
 
 # ---- compile only: sm_90 on a machine without a GPU --------------------------------------------
 
-COMPILE_CASES = [(D, causal, S) for D in (64, 128) for causal in (False, True) for S in (1000, 1024)]
+COMPILE_CASES = [
+    (D, causal, S) for D in (64, 128) for causal in (False, True) for S in (1000, 1024)
+]
 
 
 def _ptxas_report(ptx: str) -> dict:
@@ -546,6 +570,29 @@ def _ptxas_report(ptx: str) -> dict:
     }
 
 
+def _sass_counts(cubin: bytes) -> dict:
+    """Counts in the SASS (Triton's bundled cuobjdump) that tell whether the products stay
+    asynchronous and where registers spill: wgmma instructions, waits that leave one wgmma
+    group in flight (07's pipelining), and local-memory loads and stores."""
+    from triton import knobs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        sass = subprocess.run(
+            [knobs.nvidia.cuobjdump.path, "-sass", str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    return {
+        "hgmma": len(re.findall(r"\bHGMMA\.", sass)),
+        "wgmma_waits_le_1": len(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x1\b", sass)),
+        "local_loads": len(re.findall(r"\bLDL\b", sass)),
+        "local_stores": len(re.findall(r"\bSTL\b", sass)),
+    }
+
+
 def compile_sm90(kernel, args: tuple, kwargs: dict) -> dict:
     """Compile one launch of a Gluon kernel for sm_90 as its first launch would, without a GPU;
     its shared memory, warps, ptxas's registers, spills and warnings, and setmaxnreg's counts."""
@@ -568,9 +615,13 @@ def compile_sm90(kernel, args: tuple, kwargs: dict) -> dict:
     compiled = triton.compile(src, target=target, options=options.__dict__)
     ptx = compiled.asm["ptx"]
     return {
+        **_sass_counts(compiled.asm["cubin"]),
         "shared_bytes": compiled.metadata.shared,
         "warps": compiled.metadata.num_warps,
-        "setmaxnreg": sorted({int(n) for n in re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32 (\d+)", ptx)}),
+        # Each partition's registers, as warp specialization sets them (inc / dec to N).
+        "setmaxnreg": sorted(
+            set(re.findall(r"setmaxnreg\.(\w+)\.sync\.aligned\.u32\s+(\d+)", ptx))
+        ),
         **_ptxas_report(ptx),
     }
 
@@ -607,10 +658,157 @@ def _compile_line(row: dict) -> str:
         parts.append(
             f"{name}: {r['registers']} regs, setmaxnreg {r['setmaxnreg']}, spills "
             f"{r['spill_store_bytes']}/{r['spill_load_bytes']} B, {r['shared_bytes']} B shared, "
-            f"{r['warps']} warps, {len(r['ptxas_warnings'])} ptxas warnings"
+            f"{r['warps']} warps, {r['hgmma']} HGMMA ({r['wgmma_waits_le_1']} waits leave one in "
+            f"flight), {r['local_loads']} LDL / {r['local_stores']} STL, "
+            f"{len(r['ptxas_warnings'])} ptxas warnings"
         )
         parts += [f"    {w}" for w in r["ptxas_warnings"]]
     return "\n  ".join(parts)
+
+
+# ---- GPU: check against SDPA and 07, then time beside 07 and cuDNN -----------------------------
+
+TIMED_S = (1024, 4096)  # the bench's quick attention rows, B * S = 16384 and H * D = 2048
+
+
+def _check_cases(sms: int) -> list[tuple]:
+    """(D, causal, B, H, S, programs) of each check: the timed shapes on every SM, a ragged S
+    with B * H not a multiple of the SM count, and the same with a few programs, each of which
+    then runs many items of unequal length back to back."""
+    cases = []
+    for D in (64, 128):
+        for causal in (False, True):
+            cases += [(D, causal, 16384 // S, 2048 // D, S, sms) for S in TIMED_S]
+            cases += [(D, causal, 16, 2048 // D, 1000, sms), (D, causal, 3, 5, 1000, 7)]
+    return cases
+
+
+def check(sms: int) -> list[dict]:
+    """The persistent kernel's output (into a NaN-filled tensor, so that a skipped tile shows)
+    against SDPA in fp32 with 04's grader's tolerance, and against 07's."""
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    atol, rtol = bhsd_attention.INTERFACE.tolerance("out", "bfloat16")
+    rows = []
+    for D, causal, B, H, S, programs in _check_cases(sms):
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in "qkv")
+        out = torch.full_like(q, float("nan"))
+        persistent_attention(q, k, v, causal, num_sms=programs, out=out)
+        ref = sdpa(q.float(), k.float(), v.float(), is_causal=causal)
+        fa3 = FA3.fa3_attention(q, k, v, causal=causal)
+        err = (out.float() - ref).abs()
+        row = {
+            "D": D,
+            "causal": causal,
+            "B": B,
+            "H": H,
+            "S": S,
+            "programs": min(programs, triton.cdiv(S, CONFIG.kwargs["BLOCK_M"]) * B * H),
+            "max_err_vs_fp32": float(err.nan_to_num(float("inf")).max()),
+            "within_tolerance": bool((err <= atol + rtol * ref.abs()).all()),
+            "tolerance": [atol, rtol],
+            "fa3_max_err_vs_fp32": float((fa3.float() - ref).abs().max()),
+            "max_diff_vs_fa3": float(
+                (out.float() - fa3.float()).abs().nan_to_num(float("inf")).max()
+            ),
+            "equal_to_fa3": bool(torch.equal(out, fa3)),
+        }
+        rows.append(row)
+        print(
+            f"check D={D:<3} causal={causal!s:<5} B={B:<2} H={H:<2} S={S:<5} programs="
+            f"{row['programs']:<4} max err {row['max_err_vs_fp32']:.1e} (07 "
+            f"{row['fa3_max_err_vs_fp32']:.1e}), vs 07 {row['max_diff_vs_fa3']:.1e}"
+            + ("" if row["within_tolerance"] else "  OUT OF TOLERANCE"),
+            flush=True,
+        )
+    return rows
+
+
+def time_rows(sms: int) -> list[dict]:
+    """persistent, 07 and SDPA's cuDNN backend, timed in turn by the bench's own helper."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    props = torch.cuda.get_device_properties(0)
+    rows = []
+    for D in (64, 128):
+        for causal in (False, True):
+            for S in TIMED_S:
+                B, H = 16384 // S, 2048 // D
+                q, k, v = (
+                    torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in "qkv"
+                )
+
+                def cudnn(q=q, k=k, v=v, causal=causal):
+                    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                        return sdpa(q, k, v, is_causal=causal)
+
+                fns = {
+                    "persistent": lambda q=q, k=k, v=v, c=causal: persistent_attention(
+                        q, k, v, c, num_sms=sms
+                    ),
+                    "fa3": lambda q=q, k=k, v=v, c=causal: FA3.fa3_attention(q, k, v, causal=c),
+                    "sdpa_cudnn": cudnn,
+                }
+                flops = 4 * B * H * S * S * D / (2 if causal else 1)
+                row = {"D": D, "causal": causal, "B": B, "H": H, "S": S, "programs": sms}
+                row["group_heads"] = group_heads(S, D, 2, B * H, props.L2_cache_size)
+                for name, t in bench.time_ms(fns).items():
+                    row[f"{name}_ms"], row[f"{name}_spread"] = t["ms"], t["spread"]
+                    row[f"{name}_tflops"] = flops / t["ms"] / 1e9
+                row["persistent_vs_cudnn"] = row["sdpa_cudnn_ms"] / row["persistent_ms"]
+                row["fa3_vs_cudnn"] = row["sdpa_cudnn_ms"] / row["fa3_ms"]
+                row["persistent_vs_fa3"] = row["fa3_ms"] / row["persistent_ms"]
+                rows.append(row)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = [
+        "| D | causal | S | B x H | persistent TFLOP/s | 07 | cuDNN | persistent / cuDNN "
+        "| 07 / cuDNN | persistent / 07 | spreads (p, 07, cuDNN) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['D']} | {'yes' if r['causal'] else 'no'} | {r['S']} | {r['B']} x {r['H']} "
+            f"| {r['persistent_tflops']:.0f} | {r['fa3_tflops']:.0f} | {r['sdpa_cudnn_tflops']:.0f} "
+            f"| **{r['persistent_vs_cudnn']:.2f}x** | {r['fa3_vs_cudnn']:.2f}x "
+            f"| {r['persistent_vs_fa3']:.2f}x | {r['persistent_spread']:.1%}, "
+            f"{r['fa3_spread']:.1%}, {r['sdpa_cudnn_spread']:.1%} |"
+        )
+    return "\n".join(lines)
+
+
+def on_gpu(sms: int | None) -> dict:
+    """Refuse anywhere but a Hopper GPU; else check, and time only if every check passed."""
+    if runtime.BACKEND != "cuda":
+        sys.exit(
+            f"fa3_persistent: needs a Hopper GPU (sm_90); kernels here run on {runtime.describe()}"
+            " (Gluon does not run in the interpreter). Without a GPU: --compile-only"
+        )
+    major, minor = torch.cuda.get_device_capability()
+    if major != 9:
+        sys.exit(
+            f"fa3_persistent: needs a Hopper GPU (sm_90); {torch.cuda.get_device_name()} is "
+            f"sm_{major}{minor}"
+        )
+    sms = sms or torch.cuda.get_device_properties(0).multi_processor_count
+    result = {
+        "device": torch.cuda.get_device_name(),
+        "gpu": bench.gpu_state(),
+        "versions": runtime.versions(),
+        "programs": sms,
+        "l2_share": L2_SHARE,
+        "checks": check(sms),
+    }
+    if all(r["within_tolerance"] for r in result["checks"]):
+        result["timings"] = time_rows(sms)
+        print(table(result["timings"]))
+    else:
+        print("fa3_persistent: a check failed, so nothing was timed")
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -619,14 +817,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--compile-only", action="store_true", help="compile for sm_90 on the CPU, launch nothing"
     )
+    parser.add_argument("--sms", type=int, help="programs to launch (default: the GPU's SMs)")
     args = parser.parse_args(argv)
     if args.compile_only:
         result = {"versions": runtime.versions(), "compiled": compile_only()}
     else:
-        return 2
+        result = on_gpu(args.sms)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "fa3_persistent.json").write_text(json.dumps(result, indent=1) + "\n")
+    if "checks" in result and not all(r["within_tolerance"] for r in result["checks"]):
+        return 1
     return 0
 
 
