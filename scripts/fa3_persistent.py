@@ -3,8 +3,8 @@
 07 launches one program per (128-row query tile, batch * head). Each builds four tensor
 descriptors on the device, initialises its barriers and loads Q before its first product; at
 S = 1024 it has only 8 key tiles to spread that over. Here a grid of about one program per SM
-loops over (query tile, batch * head) work items: descriptors and barriers are made once per
-program, and the producer loads the next item's Q while the consumers finish the last one.
+loops over work items, query tiles of one head: descriptors and barriers are made once per
+program, and the producer loads the next tile's Q while the consumers finish the last one.
 
 The math and the partitions are 07's (its ``_scores`` and ``_softmax`` are imported); what
 differs is the schedule:
@@ -25,8 +25,11 @@ differs is the schedule:
 Not in solutions/07: 07 is graded by 04's checks on Hopper and changes only once this has run
 on a GPU. Usage:
 
-    python3 scripts/fa3_persistent.py --out DIR     # Hopper GPU: check, then time; DIR/fa3_persistent.json
-    python3 scripts/fa3_persistent.py --compile-only [--out DIR]   # no GPU: sm_90 with ptxas
+    python3 scripts/fa3_persistent.py --out DIR   # Hopper GPU: check, then time
+    python3 scripts/fa3_persistent.py --compile-only [--out DIR]   # no GPU: sm_90 by ptxas
+
+Both write DIR/fa3_persistent.json when --out is given. S is compiled at 1000 and 1024 only:
+Triton specialises an integer on its divisibility by 16, so S = 4096 compiles as 1024 does.
 """
 
 from __future__ import annotations
@@ -77,14 +80,14 @@ FIRST, SECOND = FA3.FIRST, FA3.SECOND
 
 @gluon.jit
 def _pair(w, n_m, H):
-    """Work item w as (batch, head, n_m - 1 - j, j, 1 or 2): query tiles n_m - 1 - j, then j,
-    of head w // ceil(n_m / 2), the longer causal one first; the middle tile of an odd n_m is
-    an item alone."""
+    """Work item w as (batch, head, high, low, 1 or 2): query tiles high = n_m - 1 - low, then
+    low, of head w // ceil(n_m / 2), the longer causal one first; the middle tile of an odd n_m
+    is an item alone."""
     n_pairs = (n_m + 1) // 2
     bh = w // n_pairs
-    j = w % n_pairs
-    first = n_m - 1 - j
-    return bh // H, bh % H, first, j, gl.minimum(first - j, 1) + 1
+    low = w % n_pairs
+    high = n_m - 1 - low
+    return bh // H, bh % H, high, low, gl.minimum(high - low, 1) + 1
 
 
 @gluon.jit
@@ -125,9 +128,9 @@ def _producer(
     i = 0
     n_items = 0
     for w in range(gl.program_id(0), (n_m + 1) // 2 * BH, gl.num_programs(0)):
-        b, h, first, j, n_tiles_q = _pair(w, n_m, H)
-        for half in range(n_tiles_q):
-            m0 = (first - half * (first - j)) * BLOCK_M
+        b, h, high, low, n_queries = _pair(w, n_m, H)
+        for half in range(n_queries):
+            m0 = (high - half * (high - low)) * BLOCK_M
             # Q's one buffer is free once both consumers have the last scores of the item before.
             mbarrier.wait(q_empty, (n_items & 1) ^ 1)  # a fresh barrier counts as released
             mbarrier.expect(q_full, q_desc.block_type.nbytes)
@@ -202,9 +205,10 @@ def _consumer(
     c = 0
     n_items = 0
     for w in range(gl.program_id(0), (n_m + 1) // 2 * BH, gl.num_programs(0)):
-        b, h, first, j, n_tiles_q = _pair(w, n_m, H)
-        for half in range(n_tiles_q):
-            m0 = (first - half * (first - j)) * BLOCK_M
+        # Not named j: the key-tile loop below reuses that name.
+        b, h, high, low, n_queries = _pair(w, n_m, H)
+        for half in range(n_queries):
+            m0 = (high - half * (high - low)) * BLOCK_M
             row0 = m0 + WHICH * 64
             offs_m = row0 + gl.arange(0, 64, layout=rows)
             if CAUSAL:
