@@ -1,0 +1,831 @@
+"""Experiment (issue 29, item 3): a persistent variant of showcase 07, FlashAttention-3 in Gluon.
+
+07 launches one program per (128-row query tile, batch * head). Each builds four tensor
+descriptors on the device, initialises its barriers and loads Q before its first product; at
+S = 1024 it has only 8 key tiles to spread that over. Here a grid of about one program per SM
+loops over work items, query tiles of one head: descriptors and barriers are made once per
+program, and the producer loads the next tile's Q while the consumers finish the last one.
+
+The math and the partitions are 07's (its ``_scores`` and ``_softmax`` are imported); what
+differs is the schedule:
+
+* the descriptors cover the whole (B, H, S, D) tensors (rank 4), so that one of each serves
+  every head and still clips at S;
+* the producer also loads Q, into one buffer that both consumers release (``q_empty``) once the
+  last scores of an item are in registers;
+* every ring's counter runs across work items, so that each barrier's phase follows from the
+  number of tiles the program has streamed so far, never reset;
+* a work item is a pair of query tiles of one head, tile n_m - 1 - j then tile j (the longer
+  causal one first): every pair costs n_m + 1 key tiles when causal, 2 n_m when not, so that
+  programs taking every num_programs-th pair finish together (single tiles, longest first,
+  left some programs a third more work than others under this static schedule, where 07's
+  programs are placed by the hardware as SMs free up); and the pairs of one head are adjacent,
+  so that a wave of programs shares a few heads' K and V in the L2.
+
+Not in solutions/07: 07 is graded by 04's checks on Hopper and changes only once this has run
+on a GPU. Usage:
+
+    python3 scripts/fa3_persistent.py --out DIR   # Hopper GPU: check, then time
+    python3 scripts/fa3_persistent.py --compile-only [--out DIR]   # no GPU: sm_90 by ptxas
+
+Both write DIR/fa3_persistent.json when --out is given. S is compiled at 1000 and 1024 only:
+Triton specialises an integer on its divisibility by 16, so S = 4096 compiles as 1024 does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kata import runtime  # noqa: E402
+
+# Chosen before any kernel is defined: the compile-only mode makes kernels for Triton's compiler
+# (no GPU needed), the GPU mode for the GPU. Triton reads the choice when a kernel is decorated.
+if __name__ == "__main__":
+    runtime.configure("compiler" if "--compile-only" in sys.argv else None)
+else:
+    runtime.configure()
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+from triton.experimental import gluon  # noqa: E402
+from triton.experimental.gluon import language as gl  # noqa: E402
+from triton.experimental.gluon.language.nvidia.hopper import (  # noqa: E402
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+from kata.authoring import bench  # noqa: E402
+from kata.kinds import bhsd_attention  # noqa: E402
+
+FA3 = bench.load("07")  # the partitions' shared steps and the configuration are 07's
+CONFIG = FA3.CONFIGS[0]
+STAGES = FA3.STAGES
+FIRST, SECOND = FA3.FIRST, FA3.SECOND
+
+
+@gluon.jit
+def _pair(w, n_m, H):
+    """Work item w as (batch, head, high, low, 1 or 2): query tiles high = n_m - 1 - low, then
+    low, of head w // ceil(n_m / 2), the longer causal one first; the middle tile of an odd n_m
+    is an item alone."""
+    n_pairs = (n_m + 1) // 2
+    bh = w // n_pairs
+    low = w % n_pairs
+    high = n_m - 1 - low
+    return bh // H, bh % H, high, low, gl.minimum(high - low, 1) + 1
+
+
+@gluon.jit
+def _key_end(m0, S, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr):
+    """The end of the keys the item at query row m0 reads (07's n_hi)."""
+    if CAUSAL:
+        n_hi = gl.minimum(m0 + BLOCK_M, S)
+    else:
+        n_hi = S
+    return n_hi
+
+
+@gluon.jit
+def _producer(
+    q_desc,
+    k_desc,
+    v_desc,
+    q_smem,
+    k_smem,
+    v_smem,
+    q_full,
+    q_empty,
+    k_full,
+    v_full,
+    k_empty,
+    v_empty,
+    H,
+    S,
+    BH,
+    BLOCK_M: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    STAGES: gl.constexpr,
+    CAUSAL: gl.constexpr,
+):
+    """Q, then the key and value tiles of each of this program's items. ``i`` counts the K/V
+    tiles streamed over all items: tile i goes to stage i % STAGES, its (i // STAGES)-th use."""
+    n_m = gl.cdiv(S, BLOCK_M)
+    i = 0
+    n_items = 0
+    for w in range(gl.program_id(0), (n_m + 1) // 2 * BH, gl.num_programs(0)):
+        b, h, high, low, n_queries = _pair(w, n_m, H)
+        for half in range(n_queries):
+            m0 = (high - half * (high - low)) * BLOCK_M
+            # Q's one buffer is free once both consumers have the last scores of the item before.
+            mbarrier.wait(q_empty, (n_items & 1) ^ 1)  # a fresh barrier counts as released
+            mbarrier.expect(q_full, q_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(
+                q_desc, [b, h, m0, 0], q_full, q_smem.reshape(q_desc.block_type.shape)
+            )
+            for n0 in range(0, _key_end(m0, S, BLOCK_M, CAUSAL), BLOCK_N):
+                s = i % STAGES
+                parity = ((i // STAGES) & 1) ^ 1
+                mbarrier.wait(k_empty.index(s), parity)
+                mbarrier.expect(k_full.index(s), k_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(
+                    k_desc,
+                    [b, h, n0, 0],
+                    k_full.index(s),
+                    k_smem.index(s).reshape(k_desc.block_type.shape),
+                )
+                mbarrier.wait(v_empty.index(s), parity)
+                mbarrier.expect(v_full.index(s), v_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(
+                    v_desc,
+                    [b, h, n0, 0],
+                    v_full.index(s),
+                    v_smem.index(s).reshape(v_desc.block_type.shape),
+                )
+                i += 1
+            n_items += 1
+
+
+@gluon.jit
+def _consumer(
+    o_desc,
+    q_smem,
+    k_smem,
+    v_smem,
+    q_full,
+    q_empty,
+    k_full,
+    v_full,
+    k_empty,
+    v_empty,
+    H,
+    S,
+    BH,
+    sm_scale,
+    WHICH: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
+    CAUSAL: gl.constexpr,
+    BLOCK_M: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    STAGES: gl.constexpr,
+):
+    """07's consumer, looped over this program's items. ``c`` counts the K/V tiles consumed
+    before the item (the producer's ``i`` at its start); tile c + j is the item's j-th. Per item
+    each consumer waits once on q_full and arrives once on q_empty, and per tile it waits once on
+    k_full and v_full and arrives once on k_empty and v_empty, as the producer expects."""
+    dtype: gl.constexpr = o_desc.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
+    )
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    rows: gl.constexpr = gl.SliceLayout(1, s_layout)
+    o_rows: gl.constexpr = gl.SliceLayout(1, o_layout)
+    o_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
+    o_smem = gl.allocate_shared_memory(dtype, [64, HEAD_DIM], o_smem_layout)
+    q = q_smem.slice(WHICH * 64, 64, dim=0)
+    qk_scale = sm_scale * 1.4426950408889634
+    n_m = gl.cdiv(S, BLOCK_M)
+    c = 0
+    n_items = 0
+    for w in range(gl.program_id(0), (n_m + 1) // 2 * BH, gl.num_programs(0)):
+        # Not named j: the key-tile loop below reuses that name.
+        b, h, high, low, n_queries = _pair(w, n_m, H)
+        for half in range(n_queries):
+            m0 = (high - half * (high - low)) * BLOCK_M
+            row0 = m0 + WHICH * 64
+            offs_m = row0 + gl.arange(0, 64, layout=rows)
+            if CAUSAL:
+                mask_from = row0 + 1
+            else:
+                mask_from = S
+            n_tiles = gl.cdiv(_key_end(m0, S, BLOCK_M, CAUSAL), BLOCK_N)
+            mbarrier.wait(q_full, n_items & 1)
+            m_i = gl.full([64], float("-inf"), gl.float32, rows)
+            l_i = gl.zeros([64], gl.float32, rows)
+            acc = gl.zeros([64, HEAD_DIM], gl.float32, o_layout)
+
+            scores = FA3._scores(q, k_smem, k_full, c, s_layout, BLOCK_N, STAGES)
+            scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))
+            mbarrier.arrive(k_empty.index(c % STAGES), count=1)
+            p, alpha, l_i, m_i = FA3._softmax(
+                scores, m_i, l_i, 0, mask_from, offs_m, S, qk_scale, s_layout, BLOCK_N, CAUSAL
+            )
+            for j in range(1, n_tiles):
+                i = c + j
+                prev = i - 1
+                scores = FA3._scores(q, k_smem, k_full, i, s_layout, BLOCK_N, STAGES)
+                mbarrier.wait(v_full.index(prev % STAGES), (prev // STAGES) & 1)
+                acc = warpgroup_mma(
+                    gl.convert_layout(p.to(dtype), p_layout),
+                    v_smem.index(prev % STAGES),
+                    acc,
+                    is_async=True,
+                )
+                scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))
+                mbarrier.arrive(k_empty.index(i % STAGES), count=1)
+                p, alpha, l_i, m_i = FA3._softmax(
+                    scores,
+                    m_i,
+                    l_i,
+                    j * BLOCK_N,
+                    mask_from,
+                    offs_m,
+                    S,
+                    qk_scale,
+                    s_layout,
+                    BLOCK_N,
+                    CAUSAL,
+                )
+                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+                mbarrier.arrive(v_empty.index(prev % STAGES), count=1)
+                acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
+            # Every product that reads Q has been waited for: the producer may load the next Q.
+            mbarrier.arrive(q_empty, count=1)
+            last = c + n_tiles - 1
+            mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
+            acc = warpgroup_mma(
+                gl.convert_layout(p.to(dtype), p_layout),
+                v_smem.index(last % STAGES),
+                acc,
+                is_async=True,
+            )
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            mbarrier.arrive(v_empty.index(last % STAGES), count=1)
+            out = acc / gl.convert_layout(l_i, o_rows)[:, None]
+            # The last item's store must have read o_smem before it is written again; waiting here
+            # rather than after the store lets that store overlap this item's products.
+            tma.store_wait(pendings=0)
+            o_smem.store(out.to(dtype))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(
+                o_desc, [b, h, row0, 0], o_smem.reshape(o_desc.block_type.shape)
+            )
+            c += n_tiles
+            n_items += 1
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def persistent_attention_fwd_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    out_ptr,
+    stride_qb,
+    stride_qh,
+    stride_qs,
+    stride_kb,
+    stride_kh,
+    stride_ks,
+    stride_vb,
+    stride_vh,
+    stride_vs,
+    stride_ob,
+    stride_oh,
+    stride_os,
+    H,
+    S,
+    sm_scale,
+    BH,
+    HEAD_DIM: gl.constexpr,
+    CAUSAL: gl.constexpr,
+    BLOCK_M: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    TMA: gl.constexpr = True,
+):
+    """07's ``attention_fwd_kernel`` with one more parameter, BH = B * H.
+    Launched on a 1-D grid of at most ceil(cdiv(S, BLOCK_M) / 2) * BH programs, the pairs."""
+    gl.static_assert(BLOCK_M == 2 * 64, "two consumer warpgroups of 64 rows each")
+    gl.static_assert(TMA, "every tile is loaded with a TMA copy")
+    dtype: gl.constexpr = q_ptr.dtype.element_ty
+    B = BH // H
+    # One descriptor per (B, H, S, D) tensor, made once: the block is one head's rows, so a
+    # tile past S reads zeros and a store past S is clipped, as 07's per-head ones do.
+    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_M, HEAD_DIM], dtype)
+    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N, HEAD_DIM], dtype)
+    o_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, 64, HEAD_DIM], dtype)
+    q_desc = tma.make_tensor_descriptor(
+        q_ptr,
+        [B, H, S, HEAD_DIM],
+        [stride_qb, stride_qh, stride_qs, 1],
+        [1, 1, BLOCK_M, HEAD_DIM],
+        q_layout,
+    )
+    k_desc = tma.make_tensor_descriptor(
+        k_ptr,
+        [B, H, S, HEAD_DIM],
+        [stride_kb, stride_kh, stride_ks, 1],
+        [1, 1, BLOCK_N, HEAD_DIM],
+        kv_layout,
+    )
+    v_desc = tma.make_tensor_descriptor(
+        v_ptr,
+        [B, H, S, HEAD_DIM],
+        [stride_vb, stride_vh, stride_vs, 1],
+        [1, 1, BLOCK_N, HEAD_DIM],
+        kv_layout,
+    )
+    o_desc = tma.make_tensor_descriptor(
+        out_ptr,
+        [B, H, S, HEAD_DIM],
+        [stride_ob, stride_oh, stride_os, 1],
+        [1, 1, 64, HEAD_DIM],
+        o_layout,
+    )
+
+    # The buffers are 2-D, as the products read them; a TMA copy sees them reshaped to its
+    # rank-4 block (the same swizzle: it depends on the rows' bytes only).
+    q_smem = gl.allocate_shared_memory(
+        dtype,
+        [BLOCK_M, HEAD_DIM],
+        gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype),
+    )
+    ring_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], ring_layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], ring_layout)
+    bar_layout: gl.constexpr = mbarrier.MBarrierLayout()
+    q_full = gl.allocate_shared_memory(gl.int64, [1], bar_layout)
+    q_empty = gl.allocate_shared_memory(gl.int64, [1], bar_layout)
+    k_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+    v_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+    mbarrier.init(q_full, count=1)
+    mbarrier.init(q_empty, count=2)  # both consumers release Q
+    for s in gl.static_range(STAGES):
+        mbarrier.init(k_full.index(s), count=1)
+        mbarrier.init(v_full.index(s), count=1)
+        mbarrier.init(k_empty.index(s), count=2)
+        mbarrier.init(v_empty.index(s), count=2)
+    fence_async_shared()
+
+    gl.warp_specialize(
+        [
+            (
+                _producer,
+                (
+                    q_desc,
+                    k_desc,
+                    v_desc,
+                    q_smem,
+                    k_smem,
+                    v_smem,
+                    q_full,
+                    q_empty,
+                    k_full,
+                    v_full,
+                    k_empty,
+                    v_empty,
+                    H,
+                    S,
+                    BH,
+                    BLOCK_M,
+                    BLOCK_N,
+                    STAGES,
+                    CAUSAL,
+                ),
+            ),
+            (
+                _consumer,
+                (
+                    o_desc,
+                    q_smem,
+                    k_smem,
+                    v_smem,
+                    q_full,
+                    q_empty,
+                    k_full,
+                    v_full,
+                    k_empty,
+                    v_empty,
+                    H,
+                    S,
+                    BH,
+                    sm_scale,
+                    FIRST,
+                    HEAD_DIM,
+                    CAUSAL,
+                    BLOCK_M,
+                    BLOCK_N,
+                    STAGES,
+                ),
+            ),
+            (
+                _consumer,
+                (
+                    o_desc,
+                    q_smem,
+                    k_smem,
+                    v_smem,
+                    q_full,
+                    q_empty,
+                    k_full,
+                    v_full,
+                    k_empty,
+                    v_empty,
+                    H,
+                    S,
+                    BH,
+                    sm_scale,
+                    SECOND,
+                    HEAD_DIM,
+                    CAUSAL,
+                    BLOCK_M,
+                    BLOCK_N,
+                    STAGES,
+                ),
+            ),
+        ],
+        [4, 4],
+        [240, 240],
+    )
+
+
+# ---- host side ---------------------------------------------------------------------------------
+
+
+def descriptor_strides(x) -> tuple:
+    """x's batch, head and row strides for a rank-4 descriptor. A dimension of size 1 is only
+    ever read at 0, so the host checks let its stride be anything; the descriptor still needs
+    it aligned, so it gets the one a contiguous tensor would have."""
+    strides = list(x.stride()[:3])
+    below = x.shape[3]  # the row stride of a contiguous tensor
+    for d in (2, 1, 0):
+        if x.shape[d] == 1:
+            strides[d] = below
+        below = strides[d] * x.shape[d]
+    return tuple(strides)
+
+
+def launch_args(q, k, v, out, causal: bool, programs: int) -> tuple:
+    """(grid, positional arguments, keywords) of one launch, 07's arguments first."""
+    B, H, S, D = q.shape
+    args = (
+        q,
+        k,
+        v,
+        out,
+        *descriptor_strides(q),
+        *descriptor_strides(k),
+        *descriptor_strides(v),
+        *descriptor_strides(out),
+        H,
+        S,
+        1.0 / math.sqrt(D),
+        B * H,
+    )
+    return (programs,), args, {"HEAD_DIM": D, "CAUSAL": causal, **CONFIG.all_kwargs()}
+
+
+_PROGRAMS: dict = {}  # (device, S, B * H, num_sms) -> programs
+
+
+def persistent_attention(q, k, v, causal=False, num_sms=None, out=None):
+    """softmax(q k^T / sqrt(D)) v like 07's ``fa3_attention``, with 07's checks, on at most
+    ``num_sms`` programs (the GPU's SM count unless given); ``out``, if given, like q."""
+    if runtime.BACKEND != "cuda":
+        raise RuntimeError("the persistent 07 is written in Gluon for Hopper GPUs only")
+    if not bhsd_attention.usual_fast_attention_inputs(q, k, v):
+        bhsd_attention.check_fast_attention_inputs(q, k, v)
+    B, H, S, D = q.shape
+    out = torch.empty_like(q) if out is None else out
+    if not out.numel():
+        return out
+    key = (q.device, S, B * H, num_sms)
+    programs = _PROGRAMS.get(key)
+    if programs is None:  # once per shape: the device's properties are not free to ask for
+        sms = num_sms or torch.cuda.get_device_properties(q.device).multi_processor_count
+        pairs = (triton.cdiv(S, CONFIG.kwargs["BLOCK_M"]) + 1) // 2 * B * H
+        programs = _PROGRAMS[key] = min(sms, pairs)
+    triton.set_allocator(bhsd_attention._descriptor_scratch)
+    grid, args, kwargs = launch_args(q, k, v, out, causal, programs)
+    persistent_attention_fwd_kernel[grid](*args, **kwargs)
+    return out
+
+
+# ---- compile only: sm_90 on a machine without a GPU --------------------------------------------
+
+COMPILE_CASES = [
+    (D, causal, S) for D in (64, 128) for causal in (False, True) for S in (1000, 1024)
+]
+
+
+def _ptxas_report(ptx: str) -> dict:
+    """Registers per thread, spill bytes and warnings from Triton's own ptxas, run again on the
+    PTX with -v (Triton keeps no log when ptxas succeeds)."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "kernel.ptx"
+        src.write_text(ptx)
+        log = subprocess.run(
+            [get_ptxas(90).path, "-v", "--gpu-name=sm_90a", str(src), "-o", str(src) + ".o"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stderr
+    used = re.search(r"Used (\d+) registers", log)
+    stores = re.search(r"(\d+) bytes spill stores", log)
+    loads = re.search(r"(\d+) bytes spill loads", log)
+    return {
+        "registers": int(used.group(1)) if used else None,
+        "spill_store_bytes": int(stores.group(1)) if stores else None,
+        "spill_load_bytes": int(loads.group(1)) if loads else None,
+        "ptxas_warnings": [line.strip() for line in log.splitlines() if "warning" in line.lower()],
+    }
+
+
+def _sass_counts(cubin: bytes) -> dict:
+    """Counts in the SASS (Triton's bundled cuobjdump) that tell whether the products stay
+    asynchronous and where registers spill: wgmma instructions, waits that leave one wgmma
+    group in flight (07's pipelining), and local-memory loads and stores."""
+    from triton import knobs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        sass = subprocess.run(
+            [knobs.nvidia.cuobjdump.path, "-sass", str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    return {
+        "hgmma": len(re.findall(r"\bHGMMA\.", sass)),
+        "wgmma_waits_le_1": len(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x1\b", sass)),
+        "local_loads": len(re.findall(r"\bLDL\b", sass)),
+        "local_stores": len(re.findall(r"\bSTL\b", sass)),
+    }
+
+
+def compile_sm90(kernel, args: tuple, kwargs: dict) -> dict:
+    """Compile one launch of a Gluon kernel for sm_90 as its first launch would, without a GPU;
+    its shared memory, warps, ptxas's registers, spills and warnings, and setmaxnreg's counts."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import create_function_from_signature
+
+    target = GPUTarget("cuda", 90, 32)
+    backend = make_backend(target)
+    binder = create_function_from_signature(kernel.signature, kernel.params, backend)
+    kwargs = {**kwargs, "debug": False}
+    bound, specialization, options = binder(*args, **kwargs)
+    options, signature, constexprs, attrs = kernel._pack_args(
+        backend, kwargs, bound, specialization, options
+    )
+    # A Gluon kernel needs Gluon's source class: Triton's own sends it through the passes of
+    # plain Triton's layouts, which did not finish in 10 minutes.
+    src = GluonASTSource(kernel, signature, constexprs, attrs)
+    compiled = triton.compile(src, target=target, options=options.__dict__)
+    ptx = compiled.asm["ptx"]
+    return {
+        **_sass_counts(compiled.asm["cubin"]),
+        "shared_bytes": compiled.metadata.shared,
+        "warps": compiled.metadata.num_warps,
+        # Each partition's registers, as warp specialization sets them (inc / dec to N).
+        "setmaxnreg": sorted(
+            set(re.findall(r"setmaxnreg\.(\w+)\.sync\.aligned\.u32\s+(\d+)", ptx))
+        ),
+        **_ptxas_report(ptx),
+    }
+
+
+def compile_only() -> list[dict]:
+    """Both kernels at every COMPILE_CASES shape (bf16, B = 2, H = 3), as their launches
+    would compile them for an H100 / H200."""
+    rows = []
+    fa3 = FA3.attention_fwd_kernel.fn
+    for D, causal, S in COMPILE_CASES:
+        q = torch.empty(2, 3, S, D, dtype=torch.bfloat16)
+        grid, args, kwargs = launch_args(q, q, q, q, causal, 132)
+        row = {"D": D, "causal": causal, "S": S}
+        for name, kernel, a in (
+            ("persistent", persistent_attention_fwd_kernel, args),
+            ("fa3", fa3, args[:-1]),
+        ):
+            try:
+                row[name] = compile_sm90(kernel, a, kwargs)
+            except Exception as e:  # noqa: BLE001 (report where it fails, go on)
+                row[name] = {"error": f"{type(e).__name__}: {str(e)[:2000]}"}
+        rows.append(row)
+        print(_compile_line(row), flush=True)
+    return rows
+
+
+def _compile_line(row: dict) -> str:
+    parts = [f"D={row['D']:<3} causal={row['causal']!s:<5} S={row['S']:<5}"]
+    for name in ("persistent", "fa3"):
+        r = row[name]
+        if "error" in r:
+            parts.append(f"{name}: FAILED {r['error'][:300]}")
+            continue
+        parts.append(
+            f"{name}: {r['registers']} regs, setmaxnreg {r['setmaxnreg']}, spills "
+            f"{r['spill_store_bytes']}/{r['spill_load_bytes']} B, {r['shared_bytes']} B shared, "
+            f"{r['warps']} warps, {r['hgmma']} HGMMA ({r['wgmma_waits_le_1']} waits leave one in "
+            f"flight), {r['local_loads']} LDL / {r['local_stores']} STL, "
+            f"{len(r['ptxas_warnings'])} ptxas warnings"
+        )
+        parts += [f"    {w}" for w in r["ptxas_warnings"]]
+    return "\n  ".join(parts)
+
+
+# ---- GPU: check against SDPA and 07, then time beside 07 and cuDNN -----------------------------
+
+TIMED_S = (1024, 4096)  # the bench's quick attention rows, B * S = 16384 and H * D = 2048
+
+
+# A launch that has not finished in this long is taken for a deadlock of the barriers (the
+# first launch of a shape includes its compilation, a few seconds).
+HANG_S = 120
+
+
+def _check_cases(sms: int) -> list[tuple]:
+    """(D, causal, B, H, S, programs) of each check: first a ragged S on 7 programs, each of
+    which runs items of unequal length back to back (where a barrier's phase would go wrong
+    first), then the same S with B * H not a multiple of the SM count, then the timed shapes."""
+    cases = []
+    for D in (64, 128):
+        for causal in (False, True):
+            cases += [(D, causal, 3, 5, 1000, 7), (D, causal, 16, 2048 // D, 1000, sms)]
+            cases += [(D, causal, 16384 // S, 2048 // D, S, sms) for S in TIMED_S]
+    return sorted(cases, key=lambda c: c[4] != 1000 or c[5] != 7)
+
+
+def _hung(label: str) -> None:
+    print(
+        f"\nfa3_persistent: {label} did not finish in {HANG_S} s: taken for a deadlock", flush=True
+    )
+    os._exit(3)
+
+
+def check(sms: int) -> list[dict]:
+    """The persistent kernel's output (into a NaN-filled tensor, so that a skipped tile shows)
+    against SDPA in fp32 with 04's grader's tolerance, and against 07's."""
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    atol, rtol = bhsd_attention.INTERFACE.tolerance("out", "bfloat16")
+    rows = []
+    for D, causal, B, H, S, programs in _check_cases(sms):
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in "qkv")
+        out = torch.full_like(q, float("nan"))
+        label = f"D={D} causal={causal} B={B} H={H} S={S} on {programs} programs"
+        watchdog = threading.Timer(HANG_S, _hung, (label,))
+        watchdog.start()
+        persistent_attention(q, k, v, causal, num_sms=programs, out=out)
+        torch.cuda.synchronize()
+        watchdog.cancel()
+        ref = sdpa(q.float(), k.float(), v.float(), is_causal=causal)
+        fa3 = FA3.fa3_attention(q, k, v, causal=causal)
+        err = (out.float() - ref).abs()
+        row = {
+            "D": D,
+            "causal": causal,
+            "B": B,
+            "H": H,
+            "S": S,
+            "programs": min(programs, (triton.cdiv(S, CONFIG.kwargs["BLOCK_M"]) + 1) // 2 * B * H),
+            "max_err_vs_fp32": float(err.nan_to_num(float("inf")).max()),
+            "within_tolerance": bool((err <= atol + rtol * ref.abs()).all()),
+            "tolerance": [atol, rtol],
+            "fa3_max_err_vs_fp32": float((fa3.float() - ref).abs().max()),
+            "max_diff_vs_fa3": float(
+                (out.float() - fa3.float()).abs().nan_to_num(float("inf")).max()
+            ),
+            "equal_to_fa3": bool(torch.equal(out, fa3)),
+        }
+        rows.append(row)
+        print(
+            f"check D={D:<3} causal={causal!s:<5} B={B:<2} H={H:<2} S={S:<5} programs="
+            f"{row['programs']:<4} max err {row['max_err_vs_fp32']:.1e} (07 "
+            f"{row['fa3_max_err_vs_fp32']:.1e}), vs 07 {row['max_diff_vs_fa3']:.1e}"
+            + ("" if row["within_tolerance"] else "  OUT OF TOLERANCE"),
+            flush=True,
+        )
+    return rows
+
+
+def time_rows(sms: int) -> list[dict]:
+    """persistent, 07 and SDPA's cuDNN backend, timed in turn by the bench's own helper."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    rows = []
+    for D in (64, 128):
+        for causal in (False, True):
+            for S in TIMED_S:
+                B, H = 16384 // S, 2048 // D
+                q, k, v = (
+                    torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in "qkv"
+                )
+
+                def cudnn(q=q, k=k, v=v, causal=causal):
+                    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                        return sdpa(q, k, v, is_causal=causal)
+
+                fns = {
+                    "persistent": lambda q=q, k=k, v=v, c=causal: persistent_attention(
+                        q, k, v, c, num_sms=sms
+                    ),
+                    "fa3": lambda q=q, k=k, v=v, c=causal: FA3.fa3_attention(q, k, v, causal=c),
+                    "sdpa_cudnn": cudnn,
+                }
+                flops = 4 * B * H * S * S * D / (2 if causal else 1)
+                row = {"D": D, "causal": causal, "B": B, "H": H, "S": S, "programs": sms}
+                for name, t in bench.time_ms(fns).items():
+                    row[f"{name}_ms"], row[f"{name}_spread"] = t["ms"], t["spread"]
+                    row[f"{name}_tflops"] = flops / t["ms"] / 1e9
+                row["persistent_vs_cudnn"] = row["sdpa_cudnn_ms"] / row["persistent_ms"]
+                row["fa3_vs_cudnn"] = row["sdpa_cudnn_ms"] / row["fa3_ms"]
+                row["persistent_vs_fa3"] = row["fa3_ms"] / row["persistent_ms"]
+                rows.append(row)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = [
+        "| D | causal | S | B x H | persistent TFLOP/s | 07 | cuDNN | persistent / cuDNN "
+        "| 07 / cuDNN | persistent / 07 | spreads (p, 07, cuDNN) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['D']} | {'yes' if r['causal'] else 'no'} | {r['S']} | {r['B']} x {r['H']} "
+            f"| {r['persistent_tflops']:.0f} | {r['fa3_tflops']:.0f} | {r['sdpa_cudnn_tflops']:.0f} "
+            f"| **{r['persistent_vs_cudnn']:.2f}x** | {r['fa3_vs_cudnn']:.2f}x "
+            f"| {r['persistent_vs_fa3']:.2f}x | {r['persistent_spread']:.1%}, "
+            f"{r['fa3_spread']:.1%}, {r['sdpa_cudnn_spread']:.1%} |"
+        )
+    return "\n".join(lines)
+
+
+def on_gpu(sms: int | None) -> dict:
+    """Refuse anywhere but a Hopper GPU; else check, and time only if every check passed."""
+    if runtime.BACKEND != "cuda":
+        sys.exit(
+            f"fa3_persistent: needs a Hopper GPU (sm_90); kernels here run on {runtime.describe()}"
+            " (Gluon does not run in the interpreter). Without a GPU: --compile-only"
+        )
+    major, minor = torch.cuda.get_device_capability()
+    if major != 9:
+        sys.exit(
+            f"fa3_persistent: needs a Hopper GPU (sm_90); {torch.cuda.get_device_name()} is "
+            f"sm_{major}{minor}"
+        )
+    sms = sms or torch.cuda.get_device_properties(0).multi_processor_count
+    result = {
+        "device": torch.cuda.get_device_name(),
+        "gpu": bench.gpu_state(),
+        "versions": runtime.versions(),
+        "programs": sms,
+        "checks": check(sms),
+    }
+    if all(r["within_tolerance"] for r in result["checks"]):
+        result["timings"] = time_rows(sms)
+        print(table(result["timings"]))
+    else:
+        print("fa3_persistent: a check failed, so nothing was timed")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, help="folder for fa3_persistent.json")
+    parser.add_argument(
+        "--compile-only", action="store_true", help="compile for sm_90 on the CPU, launch nothing"
+    )
+    parser.add_argument("--sms", type=int, help="programs to launch (default: the GPU's SMs)")
+    args = parser.parse_args(argv)
+    if args.compile_only:
+        result = {"versions": runtime.versions(), "compiled": compile_only()}
+    else:
+        result = on_gpu(args.sms)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "fa3_persistent.json").write_text(json.dumps(result, indent=1) + "\n")
+    if "checks" in result and not all(r["within_tolerance"] for r in result["checks"]):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
