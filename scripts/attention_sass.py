@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from kata import catalogue, runtime  # noqa: E402
 
-SOURCE = catalogue.SOLUTIONS / "04_fast_attention.py"
+SOURCE = catalogue.SOLUTIONS / catalogue.find("04").filename
 LOOP = "    for n0 in tl.range(lo, hi, BLOCK_N):\n"
 EXP2 = "        p = tl.math.exp2(s * qk_scale - m_new[:, None])\n"
 CONFIGS_BLOCK = re.compile(r"# fmt: off\nCONFIGS = \[.*?\n\]\n# fmt: on\n", re.S)
