@@ -11,6 +11,8 @@ import sys
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from kata import catalogue, host, runtime
 
@@ -91,6 +93,80 @@ def test_gating_wrapper_passes_the_autotuner_once_per_key(solution, randn, monke
     assert fn is kernel.fn and meta["BLOCK_M"] == kernel.best_config.kwargs["BLOCK_M"]
     fast(randn(9, 7, seed=5, dtype=torch.bfloat16))  # another dtype: another key
     assert len(calls) == 2
+
+
+def test_a_direct_launch_passes_every_constexpr_in_the_kernels_order():
+    """``_direct`` hands the launcher the launch's arguments, then each constexpr as
+    ``JITFunction.run`` binds it: the configuration's, the caller's, and the defaults, in the
+    kernel's order, options such as num_warps left out."""
+    import types
+
+    from triton.runtime.jit import JITFunction
+
+    from kata.kinds import launch
+
+    def kernel(x_ptr, n, scale, BLOCK: tl.constexpr, CAUSAL: tl.constexpr, PAD: tl.constexpr = 7):
+        pass
+
+    compiled = types.SimpleNamespace(run="launcher", function=1, packed_metadata=(4, 1))
+    meta = {"CAUSAL": True, "BLOCK": 64, "num_warps": 4, "num_stages": 3}
+    x = torch.empty(3)
+    got = launch._direct(compiled, JITFunction(kernel), meta, (x, 3, 0.5))
+    assert got == ("launcher", 1, (4, 1), (64, True, 7))
+    assert launch._direct(compiled, JITFunction(kernel), meta, (x, 3, "0.5")) is None
+    assert launch._direct(None, JITFunction(kernel), meta, (x, 3, 0.5)) is None  # interpreted
+
+
+@pytest.mark.skipif(runtime.BACKEND != "cuda", reason="the direct launch is a compiled kernel's")
+def test_cached_launches_go_direct_and_respecialise_where_triton_would(
+    solution, randn, monkeypatch
+):
+    """After the first call of a specialisation, 05's and 04's wrappers launch the compiled
+    kernel without ``JITFunction.run``; the first call of a misaligned input or of another M,
+    and every call under a launch hook (a profiler's), take Triton's path, and every result is the launch helper's."""
+    from triton import knobs
+    from triton.runtime.jit import JITFunction
+
+    from kata.kinds import launch
+
+    assert launch._direct_launches() == triton.__version__.startswith(launch.DIRECT_LAUNCH_TRITON)
+    runs = []
+    real = JITFunction.run
+    monkeypatch.setattr(
+        JITFunction, "run", lambda self, *a, **k: runs.append(1) or real(self, *a, **k)
+    )
+    module = solution("05")
+    kernel = module.moe_top2_gating_fast_kernel
+    base = randn(65, 7, seed=11)
+    for logits, through_triton in (
+        (base[:64], True),  # the first call of (7, fp32)
+        (base[:64], False),
+        (base[1:], not launch._direct_launches()),  # 28 bytes in: unaligned, another kernel
+        (base[1:], False),
+        (base[:48], not launch._direct_launches()),  # another M: its ints are keyed by value
+        (base[:48], False),
+    ):
+        runs.clear()
+        want = host.launch_fast_gating(kernel, logits)
+        runs.clear()
+        assert same(module.fast_top2_gating(logits), want)
+        assert bool(runs) == (through_triton or not launch._direct_launches()), logits.shape
+    hook = lambda metadata: None  # noqa: E731
+    knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        runs.clear()
+        assert same(module.fast_top2_gating(base[:64]), host.launch_fast_gating(kernel, base[:64]))
+        assert len(runs) == 2  # the helper's and the wrapper's
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+    attention = solution("04")
+    for causal in (False, True):
+        q, k, v = (randn(2, 3, 80, 64, seed=s, dtype=torch.bfloat16) for s in range(3))
+        want = host.launch_fast_attention(attention.attention_fwd_kernel, q, k, v, causal=causal)
+        for _ in range(3):
+            runs.clear()
+            assert same([attention.fast_attention(q, k, v, causal=causal)], [want])
+        assert not runs or not launch._direct_launches()
 
 
 @pytest.mark.parametrize("M", [12, 37])
@@ -258,7 +334,7 @@ def test_the_bench_dry_run_walks_every_row_function(tmp_path):
                 assert timed <= set(row), (b, row)
     # 04's and 05's rows time their wrapper's parts too, so that what each microsecond above
     # the bare launch is can be read off the run.
-    parts = {f"{n}_host_us_per_call" for n in ("checks", "one_allocation")}
+    parts = {f"{n}_host_us_per_call" for n in ("checks", "one_allocation", "cached_launch")}
     assert all(parts <= set(r) for r in data["host"] if r["wrapper"][:2] in ("04", "05"))
     wrappers = [row["wrapper"] for row in data["host"]]
     assert wrappers == ["04 fast_attention", "05 fast_top2_gating", "08 split_kv_decoding"] + [
@@ -279,24 +355,3 @@ def test_the_bench_counts_the_descriptor_scratch_a_call_asks_for():
     assert scratch_requests(calls) == [256, 512]
     assert scratch_requests(lambda: None) == []
     assert bhsd_attention._descriptor_scratch is allocate
-
-
-def test_the_bench_repeats_tritons_check_of_a_kernels_globals():
-    """The attention host rows time the check ``JITFunction.run`` makes of every global a
-    compiled kernel read; the copy sees a changed global as Triton's does."""
-    import types
-
-    import triton.language as tl
-
-    from grader.kinds.bhsd_attention.bench import global_checks, global_names
-
-    module_globals = {"NO_MASK": tl.constexpr(0), "DIAGONAL": tl.constexpr(1)}
-    recorded = {(n, 0): (v, module_globals) for n, v in module_globals.items()}
-    kernel = types.SimpleNamespace(fn=types.SimpleNamespace(used_global_vals=recorded))
-    assert global_names(kernel) == ["DIAGONAL", "NO_MASK"]
-    check = global_checks(kernel)
-    check()
-    module_globals["DIAGONAL"] = tl.constexpr(2)
-    with pytest.raises(RuntimeError, match="DIAGONAL"):
-        check()
-    assert global_names(types.SimpleNamespace()) == []

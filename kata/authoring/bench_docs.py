@@ -65,14 +65,14 @@ def run_path(card: str) -> Path:
 # ---- what a tag asks for ---------------------------------------------------------------------
 
 
-# The parts of a wrapper's host time that the bench times apart (a host row's keys).
-HOST_PARTS = ("checks", "one_allocation", "descriptor_scratch", "global_checks")
+# The parts of a wrapper's host time that the bench times apart (a host row's keys); the
+# descriptor scratch, where a row times it, is a part of the cached launch.
+HOST_PARTS = ("checks", "one_allocation", "cached_launch")
 
 
 def _rest_host_us(row: dict) -> float:
-    """What a wrapper spends per call beyond the bare launch and the parts timed apart."""
-    parts = sum(row.get(f"{part}_host_us_per_call", 0.0) for part in HOST_PARTS)
-    return row["fast_host_us_per_call"] - row["launch_floor_host_us_per_call"] - parts
+    """What a wrapper spends per call beyond the parts timed apart: its Python glue."""
+    return row["fast_host_us_per_call"] - sum(row[f"{p}_host_us_per_call"] for p in HOST_PARTS)
 
 
 def _derived(data: dict) -> dict:

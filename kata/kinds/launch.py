@@ -5,8 +5,14 @@ shape key."""
 
 from __future__ import annotations
 
+import inspect
+
 import torch
+import triton
+from triton import knobs
+from triton.runtime import driver
 from triton.runtime.autotuner import Autotuner
+from triton.runtime.jit import JITFunction
 
 from kata import runtime
 
@@ -44,9 +50,61 @@ def _require_device(**tensors: torch.Tensor) -> torch.device:
 # the full check only to raise its message; makes its outputs in one allocation; reads
 # nothing back from the GPU unless asked to; and launches through ``launch_cached``.
 
-_LAUNCHES: dict = {}  # (kernel, key) -> (the Triton function to launch, its keyword arguments)
+_LAUNCHES: dict = {}  # (kernel, key) -> its launch; (kernel, key, specialization) -> compiled
 _MAX_LAUNCHES = 1024  # keys are shapes: a caller whose shapes never repeat must not grow it forever
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+# The Triton versions whose ``JITFunction.run`` ends in the call ``_direct`` repeats (it is
+# internal to Triton): under any other, every launch goes through ``JITFunction.run``.
+DIRECT_LAUNCH_TRITON = ("3.6.",)
+_DIRECT: list = []  # [whether launches go direct], decided at the first launch
+
+
+def _direct_launches() -> bool:
+    if not _DIRECT:
+        _DIRECT.append(
+            runtime.BACKEND == "cuda" and triton.__version__.startswith(DIRECT_LAUNCH_TRITON)
+        )
+    return _DIRECT[0]
+
+
+def _specialization(args: tuple) -> tuple:
+    """A key that tells apart the compiled kernels Triton would pick for ``args`` of one shape
+    key (which holds their dtypes): each tensor's pointer modulo 16 (Triton specialises on
+    16-byte alignment) and each int's value (specialised on being 1, dividing by 16, and its
+    size); floats are not specialised. Other arguments are kept as they are, and ``_PLAIN``
+    keeps a launch direct only where each argument is a tensor, an int or a float."""
+    return (
+        driver.active.get_current_device(),
+        *[a.data_ptr() & 15 if type(a) is torch.Tensor else None if type(a) is float else a
+          for a in args],
+    )  # fmt: skip
+
+
+_PLAIN = (torch.Tensor, int, float)
+
+
+def _direct(compiled, fn, meta: dict, args: tuple):
+    """The compiled kernel's launcher with every argument ``JITFunction.run`` hands it, or None
+    where the launch was not a compiled kernel (the interpreter's)."""
+    if not (hasattr(compiled, "packed_metadata") and hasattr(compiled, "function")):
+        return None
+    if any(type(a) not in _PLAIN for a in args):
+        return None
+    while not isinstance(fn, JITFunction):  # under a heuristics decorator, say
+        fn = fn.fn
+    bound = inspect.signature(fn.fn).bind(
+        *args, **{k: v for k, v in meta.items() if k in fn.arg_names}
+    )
+    bound.apply_defaults()
+    tail = tuple(bound.arguments.values())[len(args) :]  # the constexprs, as Triton passes them
+    return compiled.run, compiled.function, compiled.packed_metadata, tail
+
+
+def _remember(key, value) -> None:
+    if len(_LAUNCHES) >= _MAX_LAUNCHES:
+        _LAUNCHES.clear()
+    _LAUNCHES[key] = value
 
 
 def launch_cached(kernel, key, grid, args: tuple, constexprs: dict) -> None:
@@ -55,20 +113,41 @@ def launch_cached(kernel, key, grid, args: tuple, constexprs: dict) -> None:
 
     ``key`` must hold everything the configuration depends on (the autotuner's key and the
     dtypes). The first call for a key goes through ``kernel`` as it is, autotuner included, and
-    keeps the configuration the autotuner chose (by timing or, like 05, by pruning to one);
-    later calls launch the Triton function under the autotuner with that configuration. The
+    keeps the configuration the autotuner chose (by timing or, like 05, by pruning to one). The
     autotuner's own dispatch (a dict of every argument, its key, the configuration's keywords
-    merged again) is then paid once per key instead of at every call."""
+    merged again) is then paid once per key instead of at every call.
+
+    Later calls launch the compiled kernel Triton returned for the same specialisation
+    (``_specialization``: alignment, dtypes, the ints' classes, the current device) through its
+    launcher, as ``JITFunction.run`` ends, without what it does before at every call: bind and
+    specialise every argument, hash them into its cache key, compare each global the kernel
+    read with its value now, and build launch metadata for hooks. Launch hooks (a profiler's)
+    and untested Triton versions take ``JITFunction.run`` every time."""
     found = _LAUNCHES.get((kernel, key))
     if found is None:
-        kernel[grid](*args, **constexprs)
+        compiled = kernel[grid](*args, **constexprs)
         if isinstance(kernel, Autotuner):
             found = kernel.fn, {**constexprs, **kernel.best_config.all_kwargs()}
         else:
             found = kernel, constexprs
-        if len(_LAUNCHES) >= _MAX_LAUNCHES:
-            _LAUNCHES.clear()
-        _LAUNCHES[kernel, key] = found
+        _remember((kernel, key), found)
+        if _direct_launches():
+            _remember((kernel, key, _specialization(args)), _direct(compiled, *found, args))
         return
     fn, meta = found
-    fn[grid(meta)](*args, **meta)
+    spec = None
+    if _direct_launches():
+        hooks = knobs.runtime.launch_enter_hook.calls or knobs.runtime.launch_exit_hook.calls
+        spec = None if hooks else _specialization(args)
+    direct = None if spec is None else _LAUNCHES.get((kernel, key, spec))
+    if direct is None:
+        compiled = fn[grid(meta)](*args, **meta)
+        if spec is not None and (kernel, key, spec) not in _LAUNCHES:
+            _remember((kernel, key, spec), _direct(compiled, fn, meta, args))
+        return
+    run, function, packed, tail = direct
+    g = grid(meta)
+    device = spec[0]
+    stream = driver.active.get_current_stream(device)
+    run(g[0], g[1] if len(g) > 1 else 1, g[2] if len(g) > 2 else 1, stream, function, packed,
+        None, None, None, *args, *tail)  # fmt: skip

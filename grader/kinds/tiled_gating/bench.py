@@ -186,14 +186,19 @@ def _gating_host_row(bench) -> dict:
     """05's wrapper, its parts, torch's path and a bare launch."""
     M, E = (64, 8) if bench.DRY else (DECODE_M, 8)
     x = torch.randn(M, E, device=runtime.DEVICE)
-    fast = bench.load("05").fast_top2_gating
+    module = bench.load("05")
+    fast = module.fast_top2_gating
+    outs = tiled_gating.gating_outputs(M, x.device)
     fns = {
         "fast": lambda: fast(x),
         "torch": lambda: _torch_gating(x),
         "launch_floor": _gating_floor(x, _gating_outputs(M)),
-        # 05's parts: the checks it makes on every call, and its one allocation.
+        # 05's parts: the checks it makes on every call, its one allocation, its launch.
         "checks": lambda: tiled_gating.usual_gating_input(x),
         "one_allocation": lambda: tiled_gating.gating_outputs(M, x.device),
+        "cached_launch": lambda: tiled_gating.cached_gating_launch(
+            module.moe_top2_gating_fast_kernel, x, outs
+        ),
         "four_allocations": lambda: _gating_outputs(M),
     }
     return bench.host_row("05 fast_top2_gating", {"M": M, "E": E, "dtype": "float32"}, fns)
