@@ -121,7 +121,7 @@ def test_a_direct_launch_passes_every_constexpr_in_the_kernels_order():
 def test_cached_launches_go_direct_and_respecialise_where_triton_would(
     solution, randn, monkeypatch
 ):
-    """After the first call of a specialisation, 05's and 04's wrappers launch the compiled
+    """After the first call of a specialisation, 05's, 04's, 08's and 09's wrappers launch the compiled
     kernel without ``JITFunction.run``; the first call of a misaligned input or of another M,
     and every call under a launch hook (a profiler's), take Triton's path, and every result is the launch helper's."""
     from triton import knobs
@@ -166,6 +166,18 @@ def test_cached_launches_go_direct_and_respecialise_where_triton_would(
         for _ in range(3):
             runs.clear()
             assert same([attention.fast_attention(q, k, v, causal=causal)], [want])
+        assert not runs or not launch._direct_launches()
+    q, k, v = randn(4, 64, seed=1), randn(2, 96, 64, seed=2), randn(2, 96, 64, seed=3)
+    lengths = torch.tensor([96, 17], device=runtime.DEVICE)
+    idx = torch.rand(30, 8, generator=torch.Generator().manual_seed(0)).topk(2, dim=-1).indices
+    idx = idx.to(runtime.DEVICE)
+    for call in (
+        lambda: solution("08").split_kv_decoding(q, k, v, lengths, 3, 32, check_lengths=False),
+        lambda: solution("09").moe_dispatch(idx, 8, 9, check_ids=False),
+    ):
+        want = call()
+        runs.clear()
+        assert same(call(), want)
         assert not runs or not launch._direct_launches()
 
 

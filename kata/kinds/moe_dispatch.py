@@ -10,7 +10,7 @@ import torch
 import triton
 
 from kata.kinds.base import INDEX_POISON, Interface, poisoned
-from kata.kinds.launch import _require_device
+from kata.kinds.launch import _require_device, launch_cached
 
 # fmt: off
 PARAMS = (
@@ -233,6 +233,15 @@ def launch_moe_dispatch(
         counts.zero_()
         offsets.zero_()
         return counts, offsets, slot, token_of_slot
+    BLOCK_E = triton.next_power_of_2(E)
+    launch_cached(  # the key holds the constexprs: they are kept with it
+        kernel,
+        (block, BLOCK_E),
+        lambda meta: (E,),
+        (idx, counts, offsets, slot, token_of_slot, M, K, E, capacity),
+        {"BLOCK": block, "BLOCK_E": BLOCK_E},
+    )
+    return counts, offsets, slot, token_of_slot
     kernel[(E,)](
         idx,
         counts,
@@ -263,6 +272,15 @@ def run_moe_dispatch(kernel, idx, E: int, capacity: int, *, block: int = 256, ch
     if M == 0:  # no pair: every expert keeps none (an empty tensor has no address to pass)
         buf.zero_()
         return counts, offsets, slot, token_of_slot
+    BLOCK_E = triton.next_power_of_2(E)
+    launch_cached(  # the key holds the constexprs: they are kept with it
+        kernel,
+        (block, BLOCK_E),
+        lambda meta: (E,),
+        (idx, counts, offsets, slot, token_of_slot, M, K, E, capacity),
+        {"BLOCK": block, "BLOCK_E": BLOCK_E},
+    )
+    return counts, offsets, slot, token_of_slot
     kernel[(E,)](
         idx,
         counts,

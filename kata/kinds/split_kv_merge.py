@@ -13,7 +13,7 @@ import triton
 
 from kata import runtime
 from kata.kinds.base import Interface, f64, poisoned
-from kata.kinds.launch import _MAX_LAUNCHES, _require_device, _require_tensor
+from kata.kinds.launch import _MAX_LAUNCHES, _require_device, _require_tensor, launch_cached
 
 # fmt: off
 PARAMS = (
@@ -379,28 +379,19 @@ def run_split_kv_decoding(
         B * (S * D + D + 2 * S + 1), dtype=torch.float32, device=q.device
     ).split([B * S * D, B * D, B * S, B * S, B])
     acc, out, m, l = acc.view(B, S, D), out.view(B, D), m.view(B, S), l.view(B, S)  # noqa: E741
-    partial_kernel[(B, S)](
-        q,
-        k,
-        v,
-        lengths,
-        m,
-        l,
-        acc,
-        group,
-        split,
-        D,
-        q.stride(0),
-        k.stride(0),
-        k.stride(1),
-        v.stride(0),
-        v.stride(1),
-        S,
-        S * D,
-        D,
-        1.0 / math.sqrt(D),
-        BLOCK_N=block_n,
-        BLOCK_D=BLOCK_D,
+    launch_cached(  # the key holds the dtypes and the constexprs: they are kept with it
+        partial_kernel,
+        (q.dtype, k.dtype, v.dtype, lengths.dtype, block_n, BLOCK_D),
+        lambda meta: (B, S),
+        (q, k, v, lengths, m, l, acc, group, split, D, q.stride(0), k.stride(0), k.stride(1),
+         v.stride(0), v.stride(1), S, S * D, D, 1.0 / math.sqrt(D)),
+        {"BLOCK_N": block_n, "BLOCK_D": BLOCK_D},
+    )  # fmt: skip
+    launch_cached(
+        merge_kernel,
+        (BLOCK_S, BLOCK_D),
+        lambda meta: (B,),
+        (m, l, acc, out, lse, S, D, S, S * D, D, D),
+        {"BLOCK_S": BLOCK_S, "BLOCK_D": BLOCK_D},
     )
-    merge_kernel[(B,)](m, l, acc, out, lse, S, D, S, S * D, D, D, BLOCK_S=BLOCK_S, BLOCK_D=BLOCK_D)
     return out, lse
