@@ -48,7 +48,9 @@ def _require_device(**tensors: torch.Tensor) -> torch.device:
 # wrappers, which a caller runs in a loop (a decode step every few milliseconds), and there the
 # host's time per call is the cost: each does its checks in a few operations, falling back to
 # the full check only to raise its message; makes its outputs in one allocation; reads
-# nothing back from the GPU unless asked to; and launches through ``launch_cached``.
+# nothing back from the GPU unless asked to; and launches through ``launch_cached``. Where the
+# grader runs an exercise file's wrapper (08's and 09's), it hands in stand-ins for the kernel
+# (``grader.run.launcher``'s Pinned and Recorder), which ``launch_cached`` launches as given.
 
 _LAUNCHES: dict = {}  # (kernel, key) -> its launch; (kernel, key, specialization) -> compiled
 _MAX_LAUNCHES = 1024  # keys are shapes: a caller whose shapes never repeat must not grow it forever
