@@ -112,9 +112,65 @@ def test_a_direct_launch_passes_every_constexpr_in_the_kernels_order():
     meta = {"CAUSAL": True, "BLOCK": 64, "num_warps": 4, "num_stages": 3}
     x = torch.empty(3)
     got = launch._direct(compiled, JITFunction(kernel), meta, (x, 3, 0.5))
-    assert got == ("launcher", 1, (4, 1), (64, True, 7))
+    assert got == ("launcher", 1, (4, 1), (64, True, 7), ())
     assert launch._direct(compiled, JITFunction(kernel), meta, (x, 3, "0.5")) is None
     assert launch._direct(None, JITFunction(kernel), meta, (x, 3, 0.5)) is None  # interpreted
+
+
+def test_the_direct_launch_path_with_a_stand_in_launcher(monkeypatch):
+    """The direct path's bookkeeping, on any machine: a Triton launch stand-in returns a compiled
+    kernel whose launcher records its calls. The first call of a key goes through Triton, the
+    next ones straight to the launcher with the constexprs appended; another specialisation
+    (an int that differs, a misaligned tensor) and a rebound global the kernel read go through
+    Triton once more; a launch hook sends every call through Triton."""
+    import types
+
+    from triton import knobs
+    from triton.runtime.jit import JITFunction
+
+    from kata.kinds import launch
+
+    def body(x_ptr, n, BLOCK: tl.constexpr, PAD: tl.constexpr = 3):
+        pass
+
+    kernel = JITFunction(body)
+    module_globals = {"LIMIT": tl.constexpr(4)}
+    calls = []
+
+    def triton_run(self, *args, grid, warmup, **kwargs):
+        calls.append("triton")
+        self.used_global_vals = {("LIMIT", 0): (module_globals["LIMIT"], module_globals)}
+        compiled = types.SimpleNamespace(function=7, packed_metadata=(1,))
+        compiled.run = lambda *a: calls.append(a)
+        return compiled
+
+    monkeypatch.setattr(JITFunction, "run", triton_run)
+    monkeypatch.setattr(launch, "_DIRECT", [True])
+    device = types.SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda d: 99)
+    monkeypatch.setattr(launch, "driver", types.SimpleNamespace(active=device))
+    x = torch.empty(64)
+
+    def call(t, n):
+        calls.clear()
+        launch.launch_cached(
+            kernel, ("k",), lambda meta: (n // meta["BLOCK"],), (t, n), {"BLOCK": 16}
+        )
+        return calls[0]
+
+    assert call(x, 64) == "triton"
+    assert call(x, 64) == (4, 1, 1, 99, 7, (1,), None, None, None, x, 64, 16, 3)
+    assert call(x, 48) == "triton"  # another int value: keyed apart
+    assert call(x, 48)[:3] == (3, 1, 1)
+    assert call(x[1:], 48) == "triton"  # 4 bytes in: another alignment
+    module_globals["LIMIT"] = tl.constexpr(4)  # rebound, to an equal value
+    assert call(x, 64) == "triton"
+    assert call(x, 64)[0] == 4  # kept again, with the object now bound
+    hook = lambda metadata: None  # noqa: E731
+    knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        assert call(x, 64) == "triton"
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
 
 
 @pytest.mark.skipif(runtime.BACKEND != "cuda", reason="the direct launch is a compiled kernel's")

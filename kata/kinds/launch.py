@@ -102,7 +102,10 @@ def _direct(compiled, fn, meta: dict, args: tuple):
     )
     bound.apply_defaults()
     tail = tuple(bound.arguments.values())[len(args) :]  # the constexprs, as Triton passes them
-    return compiled.run, compiled.function, compiled.packed_metadata, tail
+    # The module globals the kernel read when it was compiled, with the objects it read: a global
+    # rebound since sends the launch back through Triton, which compares values (and raises).
+    seen = tuple((g, name, value) for (name, _), (value, g) in fn.used_global_vals.items())
+    return compiled.run, compiled.function, compiled.packed_metadata, tail, seen
 
 
 def _remember(key, value) -> None:
@@ -125,7 +128,8 @@ def launch_cached(kernel, key, grid, args: tuple, constexprs: dict) -> None:
     (``_specialization``: alignment, dtypes, the ints' classes, the current device) through its
     launcher, as ``JITFunction.run`` ends, without what it does before at every call: bind and
     specialise every argument, hash them into its cache key, compare each global the kernel
-    read with its value now, and build launch metadata for hooks. Launch hooks (a profiler's)
+    read with its value now (here: is it still the object read), and build launch metadata for
+    hooks. Launch hooks (a profiler's)
     and untested Triton versions take ``JITFunction.run`` every time."""
     if not isinstance(kernel, (JITFunction, Autotuner)):  # the grader's stand-ins: as given
         kernel[grid](*args, **constexprs)
@@ -147,12 +151,14 @@ def launch_cached(kernel, key, grid, args: tuple, constexprs: dict) -> None:
         hooks = knobs.runtime.launch_enter_hook.calls or knobs.runtime.launch_exit_hook.calls
         spec = None if hooks else _specialization(args)
     direct = None if spec is None else _LAUNCHES.get((kernel, key, spec))
+    if direct is not None and direct[4] and any(g.get(n) is not v for g, n, v in direct[4]):
+        direct = None
     if direct is None:
         compiled = fn[grid(meta)](*args, **meta)
-        if spec is not None and (kernel, key, spec) not in _LAUNCHES:
+        if spec is not None:
             _remember((kernel, key, spec), _direct(compiled, fn, meta, args))
         return
-    run, function, packed, tail = direct
+    run, function, packed, tail, _ = direct
     g = grid(meta)
     device = spec[0]
     stream = driver.active.get_current_stream(device)
