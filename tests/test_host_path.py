@@ -237,6 +237,29 @@ def test_cached_launches_go_direct_and_respecialise_where_triton_would(
         assert not runs or not launch._direct_launches()
 
 
+def test_the_graders_launch_helpers_cache_nothing(solution, randn):
+    """The launch_* helpers launch through the kernel as its file defines it at every call (the
+    grader pins configurations and counts launches): none leaves an entry in the wrappers'
+    cache. (09's once did, by an edit meant for its run_* twin, and on a GPU the grader's
+    stand-in kernels then failed in the direct launch.)"""
+    host._LAUNCHES.clear()
+    logits = randn(16, 8)
+    q, k, v = (randn(1, 2, 32, 16, seed=s, dtype=torch.float16) for s in range(3))
+    dq, dk, dv = randn(4, 16, seed=7), randn(2, 48, 16, seed=8), randn(2, 48, 16, seed=9)
+    lengths = torch.tensor([48, 5], device=runtime.DEVICE)
+    idx = torch.rand(30, 8).topk(2, dim=-1).indices.to(runtime.DEVICE)
+    s08 = solution("08")
+    for _ in range(2):
+        host.launch_fast_gating(solution("05").moe_top2_gating_fast_kernel, logits)
+        host.launch_fast_attention(solution("04").attention_fwd_kernel, q, k, v, causal=True)
+        m, l, acc = host.launch_split_kv_partials(  # noqa: E741
+            s08.split_kv_partial_kernel, dq, dk, dv, lengths, 3, block_n=16
+        )
+        host.launch_split_kv_merge(s08.split_kv_merge_kernel, m, l, acc)
+        host.launch_moe_dispatch(solution("09").moe_dispatch_kernel, idx, 8, 9, block=128)
+    assert host._LAUNCHES == {}
+
+
 @pytest.mark.parametrize("M", [12, 37])
 def test_gating_outputs_share_one_allocation_and_stay_aligned(solution, randn, M):
     """One allocation, and each output 16-byte aligned whatever M (one compiled kernel)."""

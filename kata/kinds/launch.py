@@ -12,6 +12,7 @@ import triton
 from triton import knobs
 from triton.runtime import driver
 from triton.runtime.autotuner import Autotuner
+from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
 from kata import runtime
@@ -48,9 +49,9 @@ def _require_device(**tensors: torch.Tensor) -> torch.device:
 # wrappers, which a caller runs in a loop (a decode step every few milliseconds), and there the
 # host's time per call is the cost: each does its checks in a few operations, falling back to
 # the full check only to raise its message; makes its outputs in one allocation; reads
-# nothing back from the GPU unless asked to; and launches through ``launch_cached``. Where the
-# grader runs an exercise file's wrapper (08's and 09's), it hands in stand-ins for the kernel
-# (``grader.run.launcher``'s Pinned and Recorder), which ``launch_cached`` launches as given.
+# nothing back from the GPU unless asked to; and launches through ``launch_cached``, which
+# launches anything but a Triton kernel or autotuner (the grader's stand-ins, ``Pinned`` and
+# ``Recorder`` of ``grader.run.launcher``, should one reach it) as given.
 
 _LAUNCHES: dict = {}  # (kernel, key) -> its launch; (kernel, key, specialization) -> compiled
 _MAX_LAUNCHES = 1024  # keys are shapes: a caller whose shapes never repeat must not grow it forever
@@ -84,6 +85,7 @@ def _specialization(args: tuple) -> tuple:
 
 
 _PLAIN = (torch.Tensor, int, float)
+_KERNELS = (JITFunction, Autotuner, InterpretedFunction)  # what launch_cached keeps launches of
 
 
 def _direct(compiled, fn, meta: dict, args: tuple):
@@ -131,7 +133,7 @@ def launch_cached(kernel, key, grid, args: tuple, constexprs: dict) -> None:
     read with its value now (here: is it still the object read), and build launch metadata for
     hooks. Launch hooks (a profiler's)
     and untested Triton versions take ``JITFunction.run`` every time."""
-    if not isinstance(kernel, (JITFunction, Autotuner)):  # the grader's stand-ins: as given
+    if not isinstance(kernel, _KERNELS):  # the grader's stand-ins: as given
         kernel[grid](*args, **constexprs)
         return
     found = _LAUNCHES.get((kernel, key))

@@ -233,15 +233,6 @@ def launch_moe_dispatch(
         counts.zero_()
         offsets.zero_()
         return counts, offsets, slot, token_of_slot
-    BLOCK_E = triton.next_power_of_2(E)
-    launch_cached(  # the key holds the constexprs: they are kept with it
-        kernel,
-        (block, BLOCK_E),
-        lambda meta: (E,),
-        (idx, counts, offsets, slot, token_of_slot, M, K, E, capacity),
-        {"BLOCK": block, "BLOCK_E": BLOCK_E},
-    )
-    return counts, offsets, slot, token_of_slot
     kernel[(E,)](
         idx,
         counts,
@@ -279,19 +270,5 @@ def run_moe_dispatch(kernel, idx, E: int, capacity: int, *, block: int = 256, ch
         lambda meta: (E,),
         (idx, counts, offsets, slot, token_of_slot, M, K, E, capacity),
         {"BLOCK": block, "BLOCK_E": BLOCK_E},
-    )
-    return counts, offsets, slot, token_of_slot
-    kernel[(E,)](
-        idx,
-        counts,
-        offsets,
-        slot,
-        token_of_slot,
-        M,
-        K,
-        E,
-        capacity,
-        BLOCK=block,
-        BLOCK_E=triton.next_power_of_2(E),
     )
     return counts, offsets, slot, token_of_slot
