@@ -112,7 +112,16 @@ def test_a_direct_launch_passes_every_constexpr_in_the_kernels_order():
     meta = {"CAUSAL": True, "BLOCK": 64, "num_warps": 4, "num_stages": 3}
     x = torch.empty(3)
     got = launch._direct(compiled, JITFunction(kernel), meta, (x, 3, 0.5))
-    assert got == ("launcher", 1, (4, 1), (64, True, 7), ())
+    assert got == ("launcher", (1, (4, 1), None, None, None), (64, True, 7), ())
+    # A launcher without scratch memory: its C function, with the flags its __call__ adds.
+    compiled.run = types.SimpleNamespace(
+        launch="c", global_scratch_size=0, profile_scratch_size=0,
+        launch_cooperative_grid=False, launch_pdl=True,
+    )  # fmt: skip
+    got = launch._direct(compiled, JITFunction(kernel), meta, (x, 3, 0.5))
+    assert got[:2] == ("c", (1, False, True, None, None, (4, 1), None, None, None))
+    compiled.run.global_scratch_size = 4096  # scratch: the launcher allocates it, so through it
+    assert launch._direct(compiled, JITFunction(kernel), meta, (x, 3, 0.5))[0] is compiled.run
     assert launch._direct(compiled, JITFunction(kernel), meta, (x, 3, "0.5")) is None
     assert launch._direct(None, JITFunction(kernel), meta, (x, 3, 0.5)) is None  # interpreted
 
@@ -122,7 +131,8 @@ def test_the_direct_launch_path_with_a_stand_in_launcher(monkeypatch):
     kernel whose launcher records its calls. The first call of a key goes through Triton, the
     next ones straight to the launcher with the constexprs appended; another specialisation
     (an int that differs, a misaligned tensor) and a rebound global the kernel read go through
-    Triton once more; a launch hook sends every call through Triton."""
+    Triton once more; a launch hook sends every call through Triton. Tensors reach the launcher
+    as their addresses."""
     import types
 
     from triton import knobs
@@ -145,9 +155,7 @@ def test_the_direct_launch_path_with_a_stand_in_launcher(monkeypatch):
         return compiled
 
     monkeypatch.setattr(JITFunction, "run", triton_run)
-    monkeypatch.setattr(launch, "_DIRECT", [True])
-    device = types.SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda d: 99)
-    monkeypatch.setattr(launch, "driver", types.SimpleNamespace(active=device))
+    monkeypatch.setattr(launch, "_DIRECT", [(lambda: 0, lambda device: 99)])
     x = torch.empty(64)
 
     def call(t, n):
@@ -158,7 +166,7 @@ def test_the_direct_launch_path_with_a_stand_in_launcher(monkeypatch):
         return calls[0]
 
     assert call(x, 64) == "triton"
-    assert call(x, 64) == (4, 1, 1, 99, 7, (1,), None, None, None, x, 64, 16, 3)
+    assert call(x, 64) == (4, 1, 1, 99, 7, (1,), None, None, None, x.data_ptr(), 64, 16, 3)
     assert call(x, 48) == "triton"  # another int value: keyed apart
     assert call(x, 48)[:3] == (3, 1, 1)
     assert call(x[1:], 48) == "triton"  # 4 bytes in: another alignment
@@ -185,7 +193,8 @@ def test_cached_launches_go_direct_and_respecialise_where_triton_would(
 
     from kata.kinds import launch
 
-    assert launch._direct_launches() == triton.__version__.startswith(launch.DIRECT_LAUNCH_TRITON)
+    direct = triton.__version__.startswith(launch.DIRECT_LAUNCH_TRITON)
+    assert bool(launch._direct_launches()) == direct
     runs = []
     real = JITFunction.run
     monkeypatch.setattr(

@@ -13,7 +13,7 @@ from kata import runtime
 from kata.examples import header, verdict
 from kata.kinds.attention import attention
 from kata.kinds.base import Interface, poisoned
-from kata.kinds.launch import _HALF_DTYPES, _require_device, launch_cached
+from kata.kinds.launch import _HALF_DTYPES, _require_device, cdiv, launch_cached
 
 # fmt: off
 PARAMS = (
@@ -224,7 +224,7 @@ def cached_attention_launch(kernel, q, k, v, out, causal: bool) -> None:
     launch_cached(
         kernel,
         (S, D, causal, q.dtype),
-        lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H),
+        lambda meta: (cdiv(S, meta["BLOCK_M"]), B * H),
         (
             q,
             k,

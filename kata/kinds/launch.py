@@ -60,27 +60,42 @@ _HALF_DTYPES = (torch.float16, torch.bfloat16)
 # The Triton versions whose ``JITFunction.run`` ends in the call ``_direct`` repeats (it is
 # internal to Triton): under any other, every launch goes through ``JITFunction.run``.
 DIRECT_LAUNCH_TRITON = ("3.6.",)
-_DIRECT: list = []  # [whether launches go direct], decided at the first launch
+# [None, or the driver's (current device, current stream) functions], decided at the first launch
+# (``JITFunction.run`` looks both up through ``driver.active`` at every call).
+_DIRECT: list = []
 
 
-def _direct_launches() -> bool:
+def _direct_launches():
     if not _DIRECT:
-        _DIRECT.append(
-            runtime.BACKEND == "cuda" and triton.__version__.startswith(DIRECT_LAUNCH_TRITON)
-        )
+        if runtime.BACKEND == "cuda" and triton.__version__.startswith(DIRECT_LAUNCH_TRITON):
+            _DIRECT.append((driver.active.get_current_device, driver.active.get_current_stream))
+        else:
+            _DIRECT.append(None)
     return _DIRECT[0]
 
 
-def _specialization(args: tuple) -> tuple:
+def cdiv(a: int, b: int) -> int:
+    """``triton.cdiv`` for host code that runs at every call: Triton's is a constexpr function,
+    whose call from Python costs about as much as a third of a launch."""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """``triton.next_power_of_2`` for n >= 1, without the constexpr function's cost (``cdiv``)."""
+    return 1 << (n - 1).bit_length()
+
+
+def _specialization(device: int, args: tuple, values: list) -> tuple:
     """A key that tells apart the compiled kernels Triton would pick for ``args`` of one shape
-    key (which holds their dtypes): each tensor's pointer modulo 16 (Triton specialises on
-    16-byte alignment) and each int's value (specialised on being 1, dividing by 16, and its
-    size); floats are not specialised. Other arguments are kept as they are, and ``_PLAIN``
-    keeps a launch direct only where each argument is a tensor, an int or a float."""
+    key (which holds their dtypes): the device, each tensor's address modulo 16 (Triton
+    specialises on 16-byte alignment; ``values`` holds the addresses) and each int's value
+    (specialised on being 1, dividing by 16, and its size); floats are not specialised. Other
+    arguments are kept as they are, and ``_direct`` keeps a launch direct only where each
+    argument is a tensor, an int or a float."""
     return (
-        driver.active.get_current_device(),
-        *[a.data_ptr() & 15 if type(a) is torch.Tensor else None if type(a) is float else a
-          for a in args],
+        device,
+        *[v & 15 if type(a) is torch.Tensor else None if type(a) is float else v
+          for a, v in zip(args, values)],
     )  # fmt: skip
 
 
@@ -89,8 +104,12 @@ _KERNELS = (JITFunction, Autotuner, InterpretedFunction)  # what launch_cached k
 
 
 def _direct(compiled, fn, meta: dict, args: tuple):
-    """The compiled kernel's launcher with every argument ``JITFunction.run`` hands it, or None
-    where the launch was not a compiled kernel (the interpreter's)."""
+    """How to launch the compiled kernel as ``JITFunction.run`` does, or None where the launch
+    was not a compiled kernel (the interpreter's): ``(call, head, tail, seen)``, and the launch
+    is ``call(*grid, stream, *head, *arguments, *tail)``, each tensor passed as its address.
+
+    ``call`` is the launcher's C function where the kernel needs no scratch memory (the
+    launcher's Python ``__call__`` only allocates scratch, then calls it), else the launcher."""
     if not (hasattr(compiled, "packed_metadata") and hasattr(compiled, "function")):
         return None
     if any(type(a) not in _PLAIN for a in args):
@@ -107,7 +126,17 @@ def _direct(compiled, fn, meta: dict, args: tuple):
     # The module globals the kernel read when it was compiled, with the objects it read: a global
     # rebound since sends the launch back through Triton, which compares values (and raises).
     seen = tuple((g, name, value) for (name, _), (value, g) in fn.used_global_vals.items())
-    return compiled.run, compiled.function, compiled.packed_metadata, tail, seen
+    launcher = compiled.run
+    hooks_and_metadata = (compiled.packed_metadata, None, None, None)
+    if (
+        getattr(launcher, "global_scratch_size", 1) == 0
+        and getattr(launcher, "profile_scratch_size", 1) == 0
+        and hasattr(launcher, "launch")
+    ):
+        head = (compiled.function, launcher.launch_cooperative_grid, launcher.launch_pdl,
+                None, None, *hooks_and_metadata)  # fmt: skip
+        return launcher.launch, head, tail, seen
+    return launcher, (compiled.function, *hooks_and_metadata), tail, seen
 
 
 def _remember(key, value) -> None:
@@ -131,12 +160,15 @@ def launch_cached(kernel, key, grid, args: tuple, constexprs: dict) -> None:
     launcher, as ``JITFunction.run`` ends, without what it does before at every call: bind and
     specialise every argument, hash them into its cache key, compare each global the kernel
     read with its value now (here: is it still the object read), and build launch metadata for
-    hooks. Launch hooks (a profiler's)
-    and untested Triton versions take ``JITFunction.run`` every time."""
+    hooks. Each tensor goes to the launcher as its address, read once for the key: handed a
+    tensor, the launcher would read it again and ask the driver whether it is device memory
+    (the caller's checks have said so). Launch hooks (a profiler's) and untested Triton versions
+    take ``JITFunction.run`` every time."""
     if not isinstance(kernel, _KERNELS):  # the grader's stand-ins: as given
         kernel[grid](*args, **constexprs)
         return
     found = _LAUNCHES.get((kernel, key))
+    driven = _direct_launches()
     if found is None:
         compiled = kernel[grid](*args, **constexprs)
         if isinstance(kernel, Autotuner):
@@ -144,25 +176,26 @@ def launch_cached(kernel, key, grid, args: tuple, constexprs: dict) -> None:
         else:
             found = kernel, constexprs
         _remember((kernel, key), found)
-        if _direct_launches():
-            _remember((kernel, key, _specialization(args)), _direct(compiled, *found, args))
+        if driven:
+            values = [a.data_ptr() if type(a) is torch.Tensor else a for a in args]
+            spec = _specialization(driven[0](), args, values)
+            _remember((kernel, key, spec), _direct(compiled, *found, args))
         return
     fn, meta = found
-    spec = None
-    if _direct_launches():
-        hooks = knobs.runtime.launch_enter_hook.calls or knobs.runtime.launch_exit_hook.calls
-        spec = None if hooks else _specialization(args)
-    direct = None if spec is None else _LAUNCHES.get((kernel, key, spec))
-    if direct is not None and direct[4] and any(g.get(n) is not v for g, n, v in direct[4]):
+    spec = direct = None
+    hooks = knobs.runtime.launch_enter_hook.calls or knobs.runtime.launch_exit_hook.calls
+    if driven and not hooks:
+        values = [a.data_ptr() if type(a) is torch.Tensor else a for a in args]
+        spec = _specialization(driven[0](), args, values)
+        direct = _LAUNCHES.get((kernel, key, spec))
+    if direct is not None and direct[3] and any(g.get(n) is not v for g, n, v in direct[3]):
         direct = None
     if direct is None:
         compiled = fn[grid(meta)](*args, **meta)
         if spec is not None:
             _remember((kernel, key, spec), _direct(compiled, fn, meta, args))
         return
-    run, function, packed, tail, _ = direct
+    call, head, tail, _ = direct
     g = grid(meta)
-    device = spec[0]
-    stream = driver.active.get_current_stream(device)
-    run(g[0], g[1] if len(g) > 1 else 1, g[2] if len(g) > 2 else 1, stream, function, packed,
-        None, None, None, *args, *tail)  # fmt: skip
+    call(g[0], g[1] if len(g) > 1 else 1, g[2] if len(g) > 2 else 1, driven[1](spec[0]), *head,
+         *values, *tail)  # fmt: skip

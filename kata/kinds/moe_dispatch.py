@@ -10,7 +10,7 @@ import torch
 import triton
 
 from kata.kinds.base import INDEX_POISON, Interface, poisoned
-from kata.kinds.launch import _require_device, launch_cached
+from kata.kinds.launch import _require_device, launch_cached, next_power_of_2
 
 # fmt: off
 PARAMS = (
@@ -263,7 +263,7 @@ def run_moe_dispatch(kernel, idx, E: int, capacity: int, *, block: int = 256, ch
     if M == 0:  # no pair: every expert keeps none (an empty tensor has no address to pass)
         buf.zero_()
         return counts, offsets, slot, token_of_slot
-    BLOCK_E = triton.next_power_of_2(E)
+    BLOCK_E = next_power_of_2(E)
     launch_cached(  # the key holds the constexprs: they are kept with it
         kernel,
         (block, BLOCK_E),

@@ -8,7 +8,7 @@ import triton
 
 from kata import runtime
 from kata.kinds import gating
-from kata.kinds.launch import launch_cached
+from kata.kinds.launch import cdiv, launch_cached, next_power_of_2
 
 PARAMS = gating.PARAMS + ("BLOCK_M",)
 
@@ -141,7 +141,7 @@ def cached_gating_launch(kernel, logits, outs) -> None:
     launch_cached(
         kernel,
         (E, logits.dtype),
-        lambda meta: (triton.cdiv(M, meta["BLOCK_M"]),),
+        lambda meta: (cdiv(M, meta["BLOCK_M"]),),
         (logits, *outs, M, E, logits.stride(0)),
-        {"BLOCK_E": triton.next_power_of_2(E)},
+        {"BLOCK_E": next_power_of_2(E)},
     )
