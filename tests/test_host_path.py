@@ -133,6 +133,7 @@ def test_the_direct_launch_path_with_a_stand_in_launcher(monkeypatch):
     (an int that differs, a misaligned tensor) and a rebound global the kernel read go through
     Triton once more; a launch hook sends every call through Triton. Tensors reach the launcher
     as their addresses."""
+    import copy
     import types
 
     from triton import knobs
@@ -149,7 +150,9 @@ def test_the_direct_launch_path_with_a_stand_in_launcher(monkeypatch):
 
     def triton_run(self, *args, grid, warmup, **kwargs):
         calls.append("triton")
-        self.used_global_vals = {("LIMIT", 0): (module_globals["LIMIT"], module_globals)}
+        # Triton keeps a deep copy of each global's value, never the object itself.
+        value = copy.deepcopy(module_globals["LIMIT"])
+        self.used_global_vals = {("LIMIT", 0): (value, module_globals)}
         compiled = types.SimpleNamespace(function=7, packed_metadata=(1,))
         compiled.run = lambda *a: calls.append(a)
         return compiled

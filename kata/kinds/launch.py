@@ -100,6 +100,7 @@ def _specialization(device: int, args: tuple, values: list) -> tuple:
 
 
 _PLAIN = (torch.Tensor, int, float)
+_ABSENT = object()
 _KERNELS = (JITFunction, Autotuner, InterpretedFunction)  # what launch_cached keeps launches of
 
 
@@ -123,9 +124,13 @@ def _direct(compiled, fn, meta: dict, args: tuple):
     )
     bound.apply_defaults()
     tail = tuple(bound.arguments.values())[len(args) :]  # the constexprs, as Triton passes them
-    # The module globals the kernel read when it was compiled, with the objects it read: a global
-    # rebound since sends the launch back through Triton, which compares values (and raises).
-    seen = tuple((g, name, value) for (name, _), (value, g) in fn.used_global_vals.items())
+    # The module globals the kernel read, each with the object bound to it now: Triton has just
+    # compared their values with those it compiled with (it keeps deep copies, never the same
+    # objects), so a global rebound after this sends the launch back through Triton, which
+    # compares again (and raises if the value differs).
+    seen = tuple(
+        (g, name, g.get(name, _ABSENT)) for (name, _), (_, g) in fn.used_global_vals.items()
+    )
     launcher = compiled.run
     hooks_and_metadata = (compiled.packed_metadata, None, None, None)
     if (
