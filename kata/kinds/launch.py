@@ -174,6 +174,12 @@ def launch_cached(kernel, key, grid, args: tuple, constexprs: dict) -> None:
         return
     found = _LAUNCHES.get((kernel, key))
     driven = _direct_launches()
+    spec = direct = None
+    hooks = knobs.runtime.launch_enter_hook.calls or knobs.runtime.launch_exit_hook.calls
+    if driven and not hooks:
+        values = [a.data_ptr() if type(a) is torch.Tensor else a for a in args]
+        spec = _specialization(driven[0](), args, values)
+        direct = _LAUNCHES.get((kernel, key, spec))
     if found is None:
         compiled = kernel[grid](*args, **constexprs)
         if isinstance(kernel, Autotuner):
@@ -181,18 +187,10 @@ def launch_cached(kernel, key, grid, args: tuple, constexprs: dict) -> None:
         else:
             found = kernel, constexprs
         _remember((kernel, key), found)
-        if driven:
-            values = [a.data_ptr() if type(a) is torch.Tensor else a for a in args]
-            spec = _specialization(driven[0](), args, values)
+        if spec is not None:
             _remember((kernel, key, spec), _direct(compiled, *found, args))
         return
     fn, meta = found
-    spec = direct = None
-    hooks = knobs.runtime.launch_enter_hook.calls or knobs.runtime.launch_exit_hook.calls
-    if driven and not hooks:
-        values = [a.data_ptr() if type(a) is torch.Tensor else a for a in args]
-        spec = _specialization(driven[0](), args, values)
-        direct = _LAUNCHES.get((kernel, key, spec))
     if direct is not None and direct[3] and any(g.get(n) is not v for g, n, v in direct[3]):
         direct = None
     if direct is None:
