@@ -143,6 +143,14 @@ VARIANTS = {
         _loop(warp_specialize=True),
         lambda: _stages(2)() + [(128, 64, 8, 2, True, {}), (128, 128, 8, 2, True, {})],
     ),
+    "tma8": Variant(
+        "04's configurations and two 8-warp TMA ones at 2 stages (128 x 64, 128 x 128): ws2's "
+        "without warp_specialize, which compiles to the same loop at 8 warps",
+        configs=lambda: (
+            [(*row, {}) for row in _own_rows()]
+            + [(128, 64, 8, 2, True, {}), (128, 128, 8, 2, True, {})]
+        ),
+    ),
     "unroll2": Variant("tl.range(..., loop_unroll_factor=2)", _loop(loop_unroll_factor=2)),
     "no_multibuf": Variant(
         "tl.range(..., disallow_acc_multi_buffer=True)", _loop(disallow_acc_multi_buffer=True)
@@ -531,7 +539,7 @@ def sass_table(names: list[str], head_dim: int) -> list[dict]:
 # ---- the GPU mode: check, then time against cuDNN ------------------------------------------
 
 # The variants worth a GPU's time (docs/performance.md says why); --variant overrides.
-RECOMMENDED = ["bn32", "exp2_fma"]
+RECOMMENDED = ["bn32", "exp2_fma", "tma8"]
 SHAPES = [(D, S, causal) for D in (128, 64) for S in (4096, 16384) for causal in (False, True)]
 
 
