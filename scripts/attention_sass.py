@@ -135,21 +135,21 @@ def _loop(**options) -> list:
     return [(LOOP, LOOP.replace("BLOCK_N)", f"BLOCK_N{args})"))]
 
 
+# Two 8-warp TMA configurations at 2 stages, which 04's own list lacks: ws2 and tma8 add them.
+TMA_8_WARPS = [(128, 64, 8, 2, True, {}), (128, 128, 8, 2, True, {})]
+
 VARIANTS = {
     "04": Variant("solutions/04 as it is"),
     "ws2": Variant(
         "tl.range(..., warp_specialize=True), 04's configurations at 2 stages and two 8-warp TMA "
         "ones",
         _loop(warp_specialize=True),
-        lambda: _stages(2)() + [(128, 64, 8, 2, True, {}), (128, 128, 8, 2, True, {})],
+        lambda: _stages(2)() + TMA_8_WARPS,
     ),
     "tma8": Variant(
         "04's configurations and two 8-warp TMA ones at 2 stages (128 x 64, 128 x 128): ws2's "
         "without warp_specialize, which compiles to the same loop at 8 warps",
-        configs=lambda: (
-            [(*row, {}) for row in _own_rows()]
-            + [(128, 64, 8, 2, True, {}), (128, 128, 8, 2, True, {})]
-        ),
+        configs=lambda: [(*row, {}) for row in _own_rows()] + TMA_8_WARPS,
     ),
     "unroll2": Variant("tl.range(..., loop_unroll_factor=2)", _loop(loop_unroll_factor=2)),
     "no_multibuf": Variant(
