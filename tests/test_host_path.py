@@ -333,6 +333,32 @@ def test_attention_wrapper_gives_the_launch_helpers_output(solution, randn):
     assert same([module.fast_attention(q, k, v)], [want])
 
 
+def test_07s_programs_per_head_fill_the_sms_and_never_cost_more_waves_than_a_tile_grid():
+    from kata.kinds.bhsd_attention import persistent_programs
+
+    def cost(p, BH, items, sms):  # waves of programs times the items each loops over
+        return -(-p * BH // sms) * -(-items // p)
+
+    # The bench's shapes on 132 SMs: whole heads where B * H fills the SMs, else as many
+    # programs as fill them once (D = 128, S = 4096: 64 heads of 32 tiles, 2 programs each).
+    assert persistent_programs(1024, 512, 128, False, 132) == 1
+    assert persistent_programs(4096, 64, 128, False, 132) == 2
+    assert persistent_programs(4096, 64, 128, True, 132) == 2  # 16 pairs of tiles a head
+    assert persistent_programs(16384, 16, 128, True, 132) == 8
+    # 100 heads on 132 SMs: one program a head would leave 32 SMs idle for the whole run; a
+    # program per tile takes 25 waves where that takes 32 items' time.
+    assert persistent_programs(4096, 100, 128, False, 132) == 32
+    for S in (1, 127, 128, 129, 1000, 4096):
+        for BH in (1, 7, 100, 131, 132, 133, 512):
+            for causal in (False, True):
+                n_m = -(-S // 128)
+                items = (n_m + 1) // 2 if causal else n_m
+                p = persistent_programs(S, BH, 128, causal, 132)
+                assert 1 <= p <= items
+                assert cost(p, BH, items, 132) <= cost(items, BH, items, 132)
+                assert all(cost(p, BH, items, 132) <= cost(r, BH, items, 132) for r in range(1, p))
+
+
 @pytest.mark.parametrize(
     "bad",
     [

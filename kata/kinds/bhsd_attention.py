@@ -205,26 +205,62 @@ def usual_fast_attention_inputs(q, k, v) -> bool:
     )
 
 
-def run_fast_attention(kernel, q, k, v, causal: bool = False):
+def run_fast_attention(kernel, q, k, v, causal: bool = False, persistent: bool = False):
     """``launch_fast_attention`` for a wrapper (04's ``fast_attention``, 07's
     ``fa3_attention``): the same checks and result, the launch cached per (S, D, causal, dtype),
-    the autotuner's key."""
+    the autotuner's key. ``persistent``: the kernel loops over its head's work items (07's), so
+    it gets ``persistent_programs`` programs per head instead of one per query tile."""
     if not usual_fast_attention_inputs(q, k, v):
         check_fast_attention_inputs(q, k, v)
     out = torch.empty_like(q)
     if out.numel():
-        cached_attention_launch(kernel, q, k, v, out, causal)
+        cached_attention_launch(kernel, q, k, v, out, causal, persistent)
     return out
 
 
-def cached_attention_launch(kernel, q, k, v, out, causal: bool) -> None:
+_SMS: dict = {}  # device index -> its number of SMs (asking torch costs microseconds)
+_PROGRAMS: dict = {}  # persistent_programs' arguments -> its answer
+
+
+def persistent_programs(S: int, BH: int, block_m: int, causal: bool, sms: int) -> int:
+    """How many programs per (batch, head) a kernel like 07's gets, each looping over every
+    so-many-th work item of its head (query tiles; pairs of them when causal, which cost the
+    same). One program an SM at a time runs them in waves of ``sms``: the count chosen takes
+    the fewest waves times items per program, and of those the fewest programs, since each
+    pays its setup (descriptors, barriers, the first Q) once. With one program per item, the
+    grid is that of a kernel that is not persistent, so no count does worse than that one."""
+    key = (S, BH, block_m, causal, sms)
+    found = _PROGRAMS.get(key)
+    if found is None:
+        n_m = cdiv(S, block_m)
+        items = (n_m + 1) // 2 if causal else n_m
+        found = _PROGRAMS[key] = min(
+            range(1, items + 1), key=lambda p: (cdiv(p * BH, sms) * cdiv(items, p), p)
+        )
+    return found
+
+
+def _sms(device: int) -> int:
+    found = _SMS.get(device)
+    if found is None:
+        found = _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
+    return found
+
+
+def cached_attention_launch(kernel, q, k, v, out, causal: bool, persistent: bool = False) -> None:
     """``run_fast_attention``'s launch alone (the bench times it apart)."""
     B, H, S, D = q.shape
+    BH = B * H
     triton.set_allocator(_descriptor_scratch)
+    if persistent:
+        sms = _sms(q.get_device())
+        grid = lambda meta: (persistent_programs(S, BH, meta["BLOCK_M"], causal, sms), BH)  # noqa: E731
+    else:
+        grid = lambda meta: (cdiv(S, meta["BLOCK_M"]), BH)  # noqa: E731
     launch_cached(
         kernel,
         (S, D, causal, q.dtype),
-        lambda meta: (cdiv(S, meta["BLOCK_M"]), B * H),
+        grid,
         (
             q,
             k,
