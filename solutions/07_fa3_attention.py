@@ -15,10 +15,15 @@ tensor-core matmuls of the same warps. FlashAttention-3 gives each job its own w
   scores of tile j and P @ V of tile j - 1 together, waits only for the scores, and
   exponentiates tile j while P @ V is still on the tensor cores. Between the two consumers the
   warp scheduler does the ping-pong that FlashAttention-3 orders with named barriers;
-* ``gl.warp_specialize`` splits the registers: the producer needs few, the consumers get 240.
+* ``gl.warp_specialize`` splits the registers: the producer needs few, the consumers get 240;
+* the grid is **persistent within a head**: ``fa3_attention`` launches only as many programs per
+  (batch, head) as fill the SMs once, and each loops over its head's query tiles, so that its
+  descriptors and barriers are made once and the next tile's Q loads while the last one ends.
+  Causal work items are pairs of tiles (n_m - 1 - w, w), which all cost the same.
 
-The math is exercise 04's, with the same interface (``attention_fwd_kernel``'s parameters), the
-same host checks and the same launcher. Any S works: the tensor descriptors read zeros past the
+The math is exercise 04's, with the same interface (``attention_fwd_kernel``'s parameters) and
+the same host checks. Under 04's launcher (a program per query tile, as the grader launches it)
+each program has at most one work item. Any S works: the tensor descriptors read zeros past the
 end and clip the stores, and the last key tile masks the columns past S. Not a student exercise:
 it is graded only right or wrong, by exercise 04's checks (copied in as 04_fast_attention.py,
 graded as 04 on a Hopper GPU), and ``nox -s bench`` times it. It needs a Hopper GPU (sm_90); in
@@ -64,31 +69,74 @@ FIRST, SECOND = gl.constexpr(0), gl.constexpr(1)  # which consumer: its rows sta
 
 
 @gluon.jit
+def _item(w, n_m, CAUSAL: gl.constexpr):
+    """Work item w of a head with n_m query tiles as (first tile, last tile, 1 or 2 tiles).
+    Causal: tiles n_m - 1 - w and w, the longer first, so that every item costs n_m + 1 key
+    tiles (the middle tile of an odd n_m is an item alone). Otherwise tile w alone."""
+    if CAUSAL:
+        first = n_m - 1 - w
+    else:
+        first = w
+    return first, w, gl.minimum(first - w, 1) + 1
+
+
+@gluon.jit
+def _key_end(m0, S, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr):
+    """The end of the keys that the query tile at row m0 reads."""
+    if CAUSAL:
+        n_hi = gl.minimum(m0 + BLOCK_M, S)
+    else:
+        n_hi = S
+    return n_hi
+
+
+@gluon.jit
 def _producer(
+    q_desc,
     k_desc,
     v_desc,
+    q_smem,
     k_smem,
     v_smem,
+    q_full,
+    q_empty,
     k_full,
     v_full,
     k_empty,
     v_empty,
-    n_hi,
+    S,
+    n_items,
+    BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr,
     STAGES: gl.constexpr,
+    CAUSAL: gl.constexpr,
 ):
-    """Stream the key and value tiles [0, n_hi) through their rings. K and V have separate
-    "empty" barriers: a K tile is free once its scores are in registers, while its V tile
-    stays in use until the next iteration's P @ V has finished."""
-    for i in range(gl.cdiv(n_hi, BLOCK_N)):
-        s = i % STAGES
-        parity = ((i // STAGES) & 1) ^ 1  # a fresh barrier counts as released
-        mbarrier.wait(k_empty.index(s), parity)
-        mbarrier.expect(k_full.index(s), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [i * BLOCK_N, 0], k_full.index(s), k_smem.index(s))
-        mbarrier.wait(v_empty.index(s), parity)
-        mbarrier.expect(v_full.index(s), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_desc, [i * BLOCK_N, 0], v_full.index(s), v_smem.index(s))
+    """For each query tile of this program: its Q, then its key and value tiles. ``i`` counts
+    the K/V tiles streamed over all items: tile i goes to stage i % STAGES, its (i // STAGES)-th
+    use. K and V have separate "empty" barriers: a K tile is free once its scores are in
+    registers, while its V tile stays in use until the next iteration's P @ V has finished."""
+    n_m = gl.cdiv(S, BLOCK_M)
+    i = 0
+    n_queries = 0
+    for w in range(gl.program_id(0), n_items, gl.num_programs(0)):
+        first, last, count = _item(w, n_m, CAUSAL)
+        for t in range(count):
+            m0 = (first + t * (last - first)) * BLOCK_M
+            # Q's one buffer is free once both consumers have the last scores of the tile before.
+            mbarrier.wait(q_empty, (n_queries & 1) ^ 1)  # a fresh barrier counts as released
+            mbarrier.expect(q_full, q_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(q_desc, [m0, 0], q_full, q_smem)
+            for n0 in range(0, _key_end(m0, S, BLOCK_M, CAUSAL), BLOCK_N):
+                s = i % STAGES
+                parity = ((i // STAGES) & 1) ^ 1
+                mbarrier.wait(k_empty.index(s), parity)
+                mbarrier.expect(k_full.index(s), k_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(k_desc, [n0, 0], k_full.index(s), k_smem.index(s))
+                mbarrier.wait(v_empty.index(s), parity)
+                mbarrier.expect(v_full.index(s), v_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(v_desc, [n0, 0], v_full.index(s), v_smem.index(s))
+                i += 1
+            n_queries += 1
 
 
 @gluon.jit
@@ -134,30 +182,31 @@ def _softmax(
 
 @gluon.jit
 def _consumer(
-    q_desc,
     o_desc,
     q_smem,
     k_smem,
     v_smem,
     q_full,
+    q_empty,
     k_full,
     v_full,
     k_empty,
     v_empty,
-    m0,
     S,
-    n_hi,
+    n_items,
     sm_scale,
     WHICH: gl.constexpr,
     HEAD_DIM: gl.constexpr,
     CAUSAL: gl.constexpr,
+    BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr,
     STAGES: gl.constexpr,
 ):
-    """One warpgroup's 64 query rows. Software-pipelined as in FlashAttention-3: the scores
-    of tile j are computed while P @ V of tile j - 1 is still on the tensor cores, and the
-    softmax of tile j runs while that product finishes."""
-    dtype: gl.constexpr = q_desc.dtype
+    """One warpgroup's 64 rows of each query tile of this program. Software-pipelined as in
+    FlashAttention-3: the scores of key tile j are computed while P @ V of tile j - 1 is still
+    on the tensor cores, and the softmax of tile j runs while that product finishes. ``c``
+    counts the K/V tiles consumed before the query tile (the producer's ``i`` at its start)."""
+    dtype: gl.constexpr = o_desc.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
     )
@@ -167,58 +216,87 @@ def _consumer(
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     rows: gl.constexpr = gl.SliceLayout(1, s_layout)
     o_rows: gl.constexpr = gl.SliceLayout(1, o_layout)
-
-    row0 = m0 + WHICH * 64
-    offs_m = row0 + gl.arange(0, 64, layout=rows)
-    # Causal: tiles reaching past this warpgroup's first row need the mask. Otherwise only a
-    # last, partial tile does (its columns past S).
-    if CAUSAL:
-        mask_from = row0 + 1
-    else:
-        mask_from = S
-    mbarrier.wait(q_full, 0)
+    o_smem = gl.allocate_shared_memory(dtype, [64, HEAD_DIM], o_desc.layout)
     q = q_smem.slice(WHICH * 64, 64, dim=0)
     qk_scale = sm_scale * 1.4426950408889634
-    m_i = gl.full([64], float("-inf"), gl.float32, rows)
-    l_i = gl.zeros([64], gl.float32, rows)
-    acc = gl.zeros([64, HEAD_DIM], gl.float32, o_layout)
-    n_tiles = gl.cdiv(n_hi, BLOCK_N)
+    n_m = gl.cdiv(S, BLOCK_M)
+    c = 0
+    n_queries = 0
+    for w in range(gl.program_id(0), n_items, gl.num_programs(0)):
+        first, last, count = _item(w, n_m, CAUSAL)
+        for t in range(count):
+            row0 = (first + t * (last - first)) * BLOCK_M + WHICH * 64
+            offs_m = row0 + gl.arange(0, 64, layout=rows)
+            # Causal: key tiles reaching past this warpgroup's first row need the mask.
+            # Otherwise only a last, partial tile does (its columns past S).
+            if CAUSAL:
+                mask_from = row0 + 1
+            else:
+                mask_from = S
+            n_tiles = gl.cdiv(_key_end(row0 - WHICH * 64, S, BLOCK_M, CAUSAL), BLOCK_N)
+            mbarrier.wait(q_full, n_queries & 1)
+            m_i = gl.full([64], float("-inf"), gl.float32, rows)
+            l_i = gl.zeros([64], gl.float32, rows)
+            acc = gl.zeros([64, HEAD_DIM], gl.float32, o_layout)
 
-    scores = _scores(q, k_smem, k_full, 0, s_layout, BLOCK_N, STAGES)
-    scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))
-    mbarrier.arrive(k_empty.index(0), count=1)
-    p, alpha, l_i, m_i = _softmax(
-        scores, m_i, l_i, 0, mask_from, offs_m, S, qk_scale, s_layout, BLOCK_N, CAUSAL
-    )
-    for j in range(1, n_tiles):
-        prev = (j - 1) % STAGES
-        scores = _scores(q, k_smem, k_full, j, s_layout, BLOCK_N, STAGES)
-        mbarrier.wait(v_full.index(prev), ((j - 1) // STAGES) & 1)
-        acc = warpgroup_mma(
-            gl.convert_layout(p.to(dtype), p_layout), v_smem.index(prev), acc, is_async=True
-        )
-        # The scores were issued first, so waiting for all but one group waits for them only.
-        scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))
-        mbarrier.arrive(k_empty.index(j % STAGES), count=1)
-        p, alpha, l_i, m_i = _softmax(
-            scores, m_i, l_i, j * BLOCK_N, mask_from, offs_m, S, qk_scale, s_layout, BLOCK_N, CAUSAL
-        )
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        mbarrier.arrive(v_empty.index(prev), count=1)
-        acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
-    last = n_tiles - 1
-    mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
-    acc = warpgroup_mma(
-        gl.convert_layout(p.to(dtype), p_layout), v_smem.index(last % STAGES), acc, is_async=True
-    )
-    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    mbarrier.arrive(v_empty.index(last % STAGES), count=1)
-    out = acc / gl.convert_layout(l_i, o_rows)[:, None]
-    # Through shared memory to a TMA store, which clips the rows past S.
-    o_smem = gl.allocate_shared_memory(dtype, [64, HEAD_DIM], o_desc.layout)
-    o_smem.store(out.to(dtype))
-    fence_async_shared()
-    tma.async_copy_shared_to_global(o_desc, [row0, 0], o_smem)
+            scores = _scores(q, k_smem, k_full, c, s_layout, BLOCK_N, STAGES)
+            scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))
+            mbarrier.arrive(k_empty.index(c % STAGES), count=1)
+            p, alpha, l_i, m_i = _softmax(
+                scores, m_i, l_i, 0, mask_from, offs_m, S, qk_scale, s_layout, BLOCK_N, CAUSAL
+            )
+            for j in range(1, n_tiles):
+                i = c + j
+                prev = i - 1
+                scores = _scores(q, k_smem, k_full, i, s_layout, BLOCK_N, STAGES)
+                mbarrier.wait(v_full.index(prev % STAGES), (prev // STAGES) & 1)
+                acc = warpgroup_mma(
+                    gl.convert_layout(p.to(dtype), p_layout),
+                    v_smem.index(prev % STAGES),
+                    acc,
+                    is_async=True,
+                )
+                # The scores were issued first, so waiting for all but one group waits for them.
+                scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))
+                mbarrier.arrive(k_empty.index(i % STAGES), count=1)
+                p, alpha, l_i, m_i = _softmax(
+                    scores,
+                    m_i,
+                    l_i,
+                    j * BLOCK_N,
+                    mask_from,
+                    offs_m,
+                    S,
+                    qk_scale,
+                    s_layout,
+                    BLOCK_N,
+                    CAUSAL,
+                )
+                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+                mbarrier.arrive(v_empty.index(prev % STAGES), count=1)
+                acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
+            # Every product that reads Q has been waited for: the producer may load the next Q.
+            mbarrier.arrive(q_empty, count=1)
+            end = c + n_tiles - 1
+            mbarrier.wait(v_full.index(end % STAGES), (end // STAGES) & 1)
+            acc = warpgroup_mma(
+                gl.convert_layout(p.to(dtype), p_layout),
+                v_smem.index(end % STAGES),
+                acc,
+                is_async=True,
+            )
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            mbarrier.arrive(v_empty.index(end % STAGES), count=1)
+            out = acc / gl.convert_layout(l_i, o_rows)[:, None]
+            # Through shared memory to a TMA store, which clips the rows past S. The store of
+            # the tile before must have read o_smem first; waiting here rather than right after
+            # it lets that store overlap this tile's products.
+            tma.store_wait(pendings=0)
+            o_smem.store(out.to(dtype))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(o_desc, [row0, 0], o_smem)
+            c += n_tiles
+            n_queries += 1
     tma.store_wait(pendings=0)
 
 
@@ -253,14 +331,15 @@ def attention_fwd_kernel(
     gl.static_assert(BLOCK_M == 2 * 64, "two consumer warpgroups of 64 rows each")
     gl.static_assert(TMA, "07 loads every tile with a TMA copy")
     dtype: gl.constexpr = q_ptr.dtype.element_ty
-    pid_m = gl.program_id(0)
-    if CAUSAL:  # longest first
-        pid_m = gl.num_programs(0) - 1 - pid_m
     bh = gl.program_id(1)
     b, h = bh // H, bh % H
-    m0 = pid_m * BLOCK_M
+    n_m = gl.cdiv(S, BLOCK_M)
+    if CAUSAL:  # pairs of query tiles
+        n_items = (n_m + 1) // 2
+    else:
+        n_items = n_m
 
-    # One descriptor per (S, D) matrix of this head, made on the device.
+    # One descriptor per (S, D) matrix of this head, made on the device, once per program.
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
     o_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
@@ -298,25 +377,20 @@ def attention_fwd_kernel(
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
     bar_layout: gl.constexpr = mbarrier.MBarrierLayout()
     q_full = gl.allocate_shared_memory(gl.int64, [1], bar_layout)
+    q_empty = gl.allocate_shared_memory(gl.int64, [1], bar_layout)
     k_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
     v_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
     mbarrier.init(q_full, count=1)
+    mbarrier.init(q_empty, count=2)  # both consumers release Q, as every stage
     for s in gl.static_range(STAGES):
         mbarrier.init(k_full.index(s), count=1)
         mbarrier.init(v_full.index(s), count=1)
-        mbarrier.init(k_empty.index(s), count=2)  # both consumers release a stage
+        mbarrier.init(k_empty.index(s), count=2)
         mbarrier.init(v_empty.index(s), count=2)
     fence_async_shared()
 
-    # Q is loaded once, for both consumers, before the partitions split.
-    mbarrier.expect(q_full, q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [m0, 0], q_full, q_smem)
-    if CAUSAL:
-        n_hi = gl.minimum(m0 + BLOCK_M, S)
-    else:
-        n_hi = S
     # The partitions' arguments are written out: a tuple held in a variable would lose its
     # constexpr entries (BLOCK_N, STAGES, ...), which the layouts need.
     gl.warp_specialize(
@@ -324,39 +398,46 @@ def attention_fwd_kernel(
             (
                 _producer,
                 (
+                    q_desc,
                     k_desc,
                     v_desc,
+                    q_smem,
                     k_smem,
                     v_smem,
+                    q_full,
+                    q_empty,
                     k_full,
                     v_full,
                     k_empty,
                     v_empty,
-                    n_hi,
+                    S,
+                    n_items,
+                    BLOCK_M,
                     BLOCK_N,
                     STAGES,
+                    CAUSAL,
                 ),
             ),
             (
                 _consumer,
                 (
-                    q_desc,
                     o_desc,
                     q_smem,
                     k_smem,
                     v_smem,
                     q_full,
+                    q_empty,
                     k_full,
                     v_full,
                     k_empty,
                     v_empty,
-                    m0,
                     S,
-                    n_hi,
+                    n_items,
                     sm_scale,
                     FIRST,
                     HEAD_DIM,
                     CAUSAL,
+                    BLOCK_M,
                     BLOCK_N,
                     STAGES,
                 ),
@@ -364,23 +445,23 @@ def attention_fwd_kernel(
             (
                 _consumer,
                 (
-                    q_desc,
                     o_desc,
                     q_smem,
                     k_smem,
                     v_smem,
                     q_full,
+                    q_empty,
                     k_full,
                     v_full,
                     k_empty,
                     v_empty,
-                    m0,
                     S,
-                    n_hi,
+                    n_items,
                     sm_scale,
                     SECOND,
                     HEAD_DIM,
                     CAUSAL,
+                    BLOCK_M,
                     BLOCK_N,
                     STAGES,
                 ),
@@ -395,7 +476,7 @@ def fa3_attention(q, k, v, causal=False):
     """softmax(q k^T / sqrt(D)) v like exercise 04's ``fast_attention``, on Hopper only."""
     if runtime.INTERPRETER:
         raise RuntimeError("07 is written in Gluon for Hopper GPUs; the interpreter cannot run it")
-    return host.run_fast_attention(attention_fwd_kernel, q, k, v, causal=causal)
+    return host.run_fast_attention(attention_fwd_kernel, q, k, v, causal=causal, persistent=True)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,9 @@ from grader.run import runner
 from grader.validate import cli as validate
 from grader.validate import gallery, static
 from kata import regions, runtime, skeletons
+from kata.authoring import bench
 from kata.catalogue import ALL_EXERCISES, EXERCISE_LIST, ROOT, SOLUTIONS, find
+from kata.kinds import bhsd_attention
 
 STEM = {ex.number: ex.stem for ex in EXERCISE_LIST}
 SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())
@@ -1493,6 +1495,39 @@ def test_fa3_showcase_is_right_on_every_input_of_exercise_04_under_its_own_tiles
     checks = runner.judge(spec, ran)
     wrong = {c.id: c.message for c in checks if c.status != "passed"}
     assert ran.error is None and not wrong, (ran.error, wrong)
+
+
+@slow
+@pytest.mark.skipif(not HOPPER, reason="07 is Gluon for Hopper (sm_90): it needs that GPU")
+@pytest.mark.parametrize("sms", [1, 12])
+def test_fa3_wrapper_is_right_where_a_program_runs_several_query_tiles(monkeypatch, sms):
+    """``fa3_attention`` launches 07 on a persistent grid, where each program loops over
+    several query tiles (pairs of them when causal) of its head and every barrier's phase runs
+    on across them; graded as 04, each program has one. Told the GPU has 1 or 12 SMs, each of
+    the 6 heads gets 1 program or 2 (with unequal item counts at S = 383): the output, written
+    over NaN, must equal that of a program per tile bit for bit, at ragged S (odd tile counts
+    leave a causal middle tile alone)."""
+    fa3 = bench.load("07")
+    monkeypatch.setitem(bhsd_attention._SMS, torch.cuda.current_device(), sms)
+    for D, dtype in ((64, torch.bfloat16), (128, torch.float16)):
+        for S in (1, 129, 383, 1000):
+            for causal in (False, True):
+                torch.manual_seed(S)
+                q, k, v = (torch.randn(2, 3, S, D, device="cuda", dtype=dtype) for _ in "qkv")
+                outs = []
+                for persistent in (True, False):
+                    out = torch.full_like(q, float("nan"))
+                    bhsd_attention.cached_attention_launch(
+                        fa3.attention_fwd_kernel, q, k, v, out, causal, persistent
+                    )
+                    outs.append(out)
+                label = f"D={D} S={S} causal={causal} on {sms} SMs"
+                n_m = -(-S // 128)
+                items = (n_m + 1) // 2 if causal else n_m
+                programs = bhsd_attention.persistent_programs(S, 6, 128, causal, sms)
+                assert programs == (1 if sms == 1 else min(2, items)), label
+                assert torch.equal(*outs), label
+                assert torch.equal(fa3.fa3_attention(q, k, v, causal=causal), outs[1]), label
 
 
 @slow

@@ -242,8 +242,11 @@ def _attention_host_rows(bench) -> list[dict]:
             rows.append({"wrapper": name, **shape, **failed})
             continue
         out = torch.empty_like(q)
-        fns["cached_launch"] = lambda module=module, out=out: (
-            bhsd_attention.cached_attention_launch(module.attention_fwd_kernel, q, k, v, out, False)
+        persistent = name.startswith("07")  # 07's wrapper launches on a persistent grid
+        fns["cached_launch"] = lambda module=module, out=out, persistent=persistent: (
+            bhsd_attention.cached_attention_launch(
+                module.attention_fwd_kernel, q, k, v, out, False, persistent
+            )
         )
         sizes = scratch_requests(fns["fast"])
         if sizes:  # the scratch the launch asks for, as the launcher allocates it, every call
