@@ -6,7 +6,7 @@ S = 1024 it has only 8 key tiles to spread that over. Here a grid of about one p
 loops over work items, query tiles of one head: descriptors and barriers are made once per
 program, and the producer loads the next tile's Q while the consumers finish the last one.
 
-The math and the partitions are 07's (its ``_scores`` and ``_softmax`` are imported); what
+The math and the partitions are 07's (its ``_attend`` and ``_key_end`` are imported); what
 differs is the schedule:
 
 * the descriptors cover the whole (B, H, S, D) tensors (rank 4), so that one of each serves
@@ -67,8 +67,6 @@ from triton.experimental.gluon.language.nvidia.hopper import (  # noqa: E402
     fence_async_shared,
     mbarrier,
     tma,
-    warpgroup_mma,
-    warpgroup_mma_wait,
 )
 
 from kata.authoring import bench  # noqa: E402
@@ -90,16 +88,6 @@ def _pair(w, n_m, H):
     low = w % n_pairs
     high = n_m - 1 - low
     return bh // H, bh % H, high, low, gl.minimum(high - low, 1) + 1
-
-
-@gluon.jit
-def _key_end(m0, S, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr):
-    """The end of the keys the item at query row m0 reads (07's n_hi)."""
-    if CAUSAL:
-        n_hi = gl.minimum(m0 + BLOCK_M, S)
-    else:
-        n_hi = S
-    return n_hi
 
 
 @gluon.jit
@@ -139,7 +127,7 @@ def _producer(
             tma.async_copy_global_to_shared(
                 q_desc, [b, h, m0, 0], q_full, q_smem.reshape(q_desc.block_type.shape)
             )
-            for n0 in range(0, _key_end(m0, S, BLOCK_M, CAUSAL), BLOCK_N):
+            for n0 in range(0, FA3._key_end(m0, S, BLOCK_M, CAUSAL), BLOCK_N):
                 s = i % STAGES
                 parity = ((i // STAGES) & 1) ^ 1
                 mbarrier.wait(k_empty.index(s), parity)
@@ -185,20 +173,10 @@ def _consumer(
     BLOCK_N: gl.constexpr,
     STAGES: gl.constexpr,
 ):
-    """07's consumer, looped over this program's items. ``c`` counts the K/V tiles consumed
-    before the item (the producer's ``i`` at its start); tile c + j is the item's j-th. Per item
-    each consumer waits once on q_full and arrives once on q_empty, and per tile it waits once on
-    k_full and v_full and arrives once on k_empty and v_empty, as the producer expects."""
+    """07's consumer over this program's items of every head: 07's ``_attend`` for each
+    query tile, stored through the rank-4 descriptor. ``c`` counts the K/V tiles consumed
+    before the item (the producer's ``i`` at its start)."""
     dtype: gl.constexpr = o_desc.dtype
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
-    )
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
-    )
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    rows: gl.constexpr = gl.SliceLayout(1, s_layout)
-    o_rows: gl.constexpr = gl.SliceLayout(1, o_layout)
     o_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
     o_smem = gl.allocate_shared_memory(dtype, [64, HEAD_DIM], o_smem_layout)
     q = q_smem.slice(WHICH * 64, 64, dim=0)
@@ -207,77 +185,35 @@ def _consumer(
     c = 0
     n_items = 0
     for w in range(gl.program_id(0), (n_m + 1) // 2 * BH, gl.num_programs(0)):
-        # Not named j: the key-tile loop below reuses that name.
         b, h, high, low, n_queries = _pair(w, n_m, H)
         for half in range(n_queries):
             m0 = (high - half * (high - low)) * BLOCK_M
-            row0 = m0 + WHICH * 64
-            offs_m = row0 + gl.arange(0, 64, layout=rows)
-            if CAUSAL:
-                mask_from = row0 + 1
-            else:
-                mask_from = S
-            n_tiles = gl.cdiv(_key_end(m0, S, BLOCK_M, CAUSAL), BLOCK_N)
+            n_tiles = gl.cdiv(FA3._key_end(m0, S, BLOCK_M, CAUSAL), BLOCK_N)
             mbarrier.wait(q_full, n_items & 1)
-            m_i = gl.full([64], float("-inf"), gl.float32, rows)
-            l_i = gl.zeros([64], gl.float32, rows)
-            acc = gl.zeros([64, HEAD_DIM], gl.float32, o_layout)
-
-            scores = FA3._scores(q, k_smem, k_full, c, s_layout, BLOCK_N, STAGES)
-            scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))
-            mbarrier.arrive(k_empty.index(c % STAGES), count=1)
-            p, alpha, l_i, m_i = FA3._softmax(
-                scores, m_i, l_i, 0, mask_from, offs_m, S, qk_scale, s_layout, BLOCK_N, CAUSAL
+            out = FA3._attend(
+                q,
+                k_smem,
+                v_smem,
+                k_full,
+                v_full,
+                k_empty,
+                v_empty,
+                q_empty,
+                c,
+                n_tiles,
+                m0 + WHICH * 64,
+                S,
+                qk_scale,
+                HEAD_DIM,
+                CAUSAL,
+                BLOCK_N,
+                STAGES,
             )
-            for j in range(1, n_tiles):
-                i = c + j
-                prev = i - 1
-                scores = FA3._scores(q, k_smem, k_full, i, s_layout, BLOCK_N, STAGES)
-                mbarrier.wait(v_full.index(prev % STAGES), (prev // STAGES) & 1)
-                acc = warpgroup_mma(
-                    gl.convert_layout(p.to(dtype), p_layout),
-                    v_smem.index(prev % STAGES),
-                    acc,
-                    is_async=True,
-                )
-                scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))
-                mbarrier.arrive(k_empty.index(i % STAGES), count=1)
-                p, alpha, l_i, m_i = FA3._softmax(
-                    scores,
-                    m_i,
-                    l_i,
-                    j * BLOCK_N,
-                    mask_from,
-                    offs_m,
-                    S,
-                    qk_scale,
-                    s_layout,
-                    BLOCK_N,
-                    CAUSAL,
-                )
-                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-                mbarrier.arrive(v_empty.index(prev % STAGES), count=1)
-                acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
-            # Every product that reads Q has been waited for: the producer may load the next Q.
-            mbarrier.arrive(q_empty, count=1)
-            last = c + n_tiles - 1
-            mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
-            acc = warpgroup_mma(
-                gl.convert_layout(p.to(dtype), p_layout),
-                v_smem.index(last % STAGES),
-                acc,
-                is_async=True,
-            )
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            mbarrier.arrive(v_empty.index(last % STAGES), count=1)
-            out = acc / gl.convert_layout(l_i, o_rows)[:, None]
-            # The last item's store must have read o_smem before it is written again; waiting here
-            # rather than after the store lets that store overlap this item's products.
-            tma.store_wait(pendings=0)
+            tma.store_wait(pendings=0)  # the last item's store has read o_smem
             o_smem.store(out.to(dtype))
             fence_async_shared()
             tma.async_copy_shared_to_global(
-                o_desc, [b, h, row0, 0], o_smem.reshape(o_desc.block_type.shape)
+                o_desc, [b, h, m0 + WHICH * 64, 0], o_smem.reshape(o_desc.block_type.shape)
             )
             c += n_tiles
             n_items += 1

@@ -181,6 +181,90 @@ def _softmax(
 
 
 @gluon.jit
+def _attend(
+    q,
+    k_smem,
+    v_smem,
+    k_full,
+    v_full,
+    k_empty,
+    v_empty,
+    q_empty,
+    c,
+    n_tiles,
+    row0,
+    S,
+    qk_scale,
+    HEAD_DIM: gl.constexpr,
+    CAUSAL: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    STAGES: gl.constexpr,
+):
+    """The normalised output of one warpgroup's 64 query rows from row0, over key tiles
+    c .. c + n_tiles - 1 of the program's rings. Software-pipelined as in FlashAttention-3: the
+    scores of key tile j are computed while P @ V of tile j - 1 is still on the tensor cores,
+    and the softmax of tile j runs while that product finishes. Releases Q once its last scores
+    are in registers."""
+    dtype: gl.constexpr = q.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
+    )
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    rows: gl.constexpr = gl.SliceLayout(1, s_layout)
+    o_rows: gl.constexpr = gl.SliceLayout(1, o_layout)
+    offs_m = row0 + gl.arange(0, 64, layout=rows)
+    # Causal: key tiles reaching past this warpgroup's first row need the mask. Otherwise only
+    # a last, partial tile does (its columns past S).
+    if CAUSAL:
+        mask_from = row0 + 1
+    else:
+        mask_from = S
+    m_i = gl.full([64], float("-inf"), gl.float32, rows)
+    l_i = gl.zeros([64], gl.float32, rows)
+    acc = gl.zeros([64, HEAD_DIM], gl.float32, o_layout)
+
+    scores = _scores(q, k_smem, k_full, c, s_layout, BLOCK_N, STAGES)
+    scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))
+    mbarrier.arrive(k_empty.index(c % STAGES), count=1)
+    p, alpha, l_i, m_i = _softmax(
+        scores, m_i, l_i, 0, mask_from, offs_m, S, qk_scale, s_layout, BLOCK_N, CAUSAL
+    )
+    for j in range(1, n_tiles):
+        i = c + j
+        prev = i - 1
+        scores = _scores(q, k_smem, k_full, i, s_layout, BLOCK_N, STAGES)
+        mbarrier.wait(v_full.index(prev % STAGES), (prev // STAGES) & 1)
+        acc = warpgroup_mma(
+            gl.convert_layout(p.to(dtype), p_layout),
+            v_smem.index(prev % STAGES),
+            acc,
+            is_async=True,
+        )
+        # The scores were issued first, so waiting for all but one group waits for them only.
+        scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))
+        mbarrier.arrive(k_empty.index(i % STAGES), count=1)
+        p, alpha, l_i, m_i = _softmax(
+            scores, m_i, l_i, j * BLOCK_N, mask_from, offs_m, S, qk_scale, s_layout, BLOCK_N, CAUSAL
+        )
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(v_empty.index(prev % STAGES), count=1)
+        acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
+    # Every product that reads Q has been waited for: the producer may load the next Q.
+    mbarrier.arrive(q_empty, count=1)
+    end = c + n_tiles - 1
+    mbarrier.wait(v_full.index(end % STAGES), (end // STAGES) & 1)
+    acc = warpgroup_mma(
+        gl.convert_layout(p.to(dtype), p_layout), v_smem.index(end % STAGES), acc, is_async=True
+    )
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    mbarrier.arrive(v_empty.index(end % STAGES), count=1)
+    return acc / gl.convert_layout(l_i, o_rows)[:, None]
+
+
+@gluon.jit
 def _consumer(
     o_desc,
     q_smem,
@@ -202,21 +286,9 @@ def _consumer(
     BLOCK_N: gl.constexpr,
     STAGES: gl.constexpr,
 ):
-    """One warpgroup's 64 rows of each query tile of this program. Software-pipelined as in
-    FlashAttention-3: the scores of key tile j are computed while P @ V of tile j - 1 is still
-    on the tensor cores, and the softmax of tile j runs while that product finishes. ``c``
-    counts the K/V tiles consumed before the query tile (the producer's ``i`` at its start)."""
-    dtype: gl.constexpr = o_desc.dtype
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
-    )
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
-    )
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    rows: gl.constexpr = gl.SliceLayout(1, s_layout)
-    o_rows: gl.constexpr = gl.SliceLayout(1, o_layout)
-    o_smem = gl.allocate_shared_memory(dtype, [64, HEAD_DIM], o_desc.layout)
+    """One warpgroup's 64 rows of each query tile of this program. ``c`` counts the K/V tiles
+    consumed before the query tile (the producer's ``i`` at its start)."""
+    o_smem = gl.allocate_shared_memory(o_desc.dtype, [64, HEAD_DIM], o_desc.layout)
     q = q_smem.slice(WHICH * 64, 64, dim=0)
     qk_scale = sm_scale * 1.4426950408889634
     n_m = gl.cdiv(S, BLOCK_M)
@@ -225,76 +297,35 @@ def _consumer(
     for w in range(gl.program_id(0), n_items, gl.num_programs(0)):
         first, last, count = _item(w, n_m, CAUSAL)
         for t in range(count):
-            row0 = (first + t * (last - first)) * BLOCK_M + WHICH * 64
-            offs_m = row0 + gl.arange(0, 64, layout=rows)
-            # Causal: key tiles reaching past this warpgroup's first row need the mask.
-            # Otherwise only a last, partial tile does (its columns past S).
-            if CAUSAL:
-                mask_from = row0 + 1
-            else:
-                mask_from = S
-            n_tiles = gl.cdiv(_key_end(row0 - WHICH * 64, S, BLOCK_M, CAUSAL), BLOCK_N)
+            m0 = (first + t * (last - first)) * BLOCK_M
+            n_tiles = gl.cdiv(_key_end(m0, S, BLOCK_M, CAUSAL), BLOCK_N)
             mbarrier.wait(q_full, n_queries & 1)
-            m_i = gl.full([64], float("-inf"), gl.float32, rows)
-            l_i = gl.zeros([64], gl.float32, rows)
-            acc = gl.zeros([64, HEAD_DIM], gl.float32, o_layout)
-
-            scores = _scores(q, k_smem, k_full, c, s_layout, BLOCK_N, STAGES)
-            scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))
-            mbarrier.arrive(k_empty.index(c % STAGES), count=1)
-            p, alpha, l_i, m_i = _softmax(
-                scores, m_i, l_i, 0, mask_from, offs_m, S, qk_scale, s_layout, BLOCK_N, CAUSAL
+            out = _attend(
+                q,
+                k_smem,
+                v_smem,
+                k_full,
+                v_full,
+                k_empty,
+                v_empty,
+                q_empty,
+                c,
+                n_tiles,
+                m0 + WHICH * 64,
+                S,
+                qk_scale,
+                HEAD_DIM,
+                CAUSAL,
+                BLOCK_N,
+                STAGES,
             )
-            for j in range(1, n_tiles):
-                i = c + j
-                prev = i - 1
-                scores = _scores(q, k_smem, k_full, i, s_layout, BLOCK_N, STAGES)
-                mbarrier.wait(v_full.index(prev % STAGES), (prev // STAGES) & 1)
-                acc = warpgroup_mma(
-                    gl.convert_layout(p.to(dtype), p_layout),
-                    v_smem.index(prev % STAGES),
-                    acc,
-                    is_async=True,
-                )
-                # The scores were issued first, so waiting for all but one group waits for them.
-                scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))
-                mbarrier.arrive(k_empty.index(i % STAGES), count=1)
-                p, alpha, l_i, m_i = _softmax(
-                    scores,
-                    m_i,
-                    l_i,
-                    j * BLOCK_N,
-                    mask_from,
-                    offs_m,
-                    S,
-                    qk_scale,
-                    s_layout,
-                    BLOCK_N,
-                    CAUSAL,
-                )
-                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-                mbarrier.arrive(v_empty.index(prev % STAGES), count=1)
-                acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
-            # Every product that reads Q has been waited for: the producer may load the next Q.
-            mbarrier.arrive(q_empty, count=1)
-            end = c + n_tiles - 1
-            mbarrier.wait(v_full.index(end % STAGES), (end // STAGES) & 1)
-            acc = warpgroup_mma(
-                gl.convert_layout(p.to(dtype), p_layout),
-                v_smem.index(end % STAGES),
-                acc,
-                is_async=True,
-            )
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            mbarrier.arrive(v_empty.index(end % STAGES), count=1)
-            out = acc / gl.convert_layout(l_i, o_rows)[:, None]
             # Through shared memory to a TMA store, which clips the rows past S. The store of
             # the tile before must have read o_smem first; waiting here rather than right after
             # it lets that store overlap this tile's products.
             tma.store_wait(pendings=0)
-            o_smem.store(out.to(dtype))
+            o_smem.store(out.to(o_desc.dtype))
             fence_async_shared()
-            tma.async_copy_shared_to_global(o_desc, [row0, 0], o_smem)
+            tma.async_copy_shared_to_global(o_desc, [m0 + WHICH * 64, 0], o_smem)
             c += n_tiles
             n_queries += 1
     tma.store_wait(pendings=0)
