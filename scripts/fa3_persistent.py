@@ -594,6 +594,7 @@ TIMED_S = (1024, 4096)  # the bench's quick attention rows, B * S = 16384 and H 
 # A launch that has not finished in this long is taken for a deadlock of the barriers (the
 # first launch of a shape includes its compilation, a few seconds).
 HANG_S = 120
+SWEEP = (1, 2, 4)  # programs a head at which 07 is also timed
 
 
 def _check_cases(sms: int) -> list[tuple]:
@@ -693,8 +694,22 @@ def time_rows(sms: int) -> list[dict]:
                     ),
                     "sdpa_cudnn": cudnn,
                 }
+                # 07 at a fixed number of programs a head, beside the count its launcher chose
+                # (persistent_programs), to test the rule that chose it.
+                n_m = triton.cdiv(S, CONFIG.kwargs["BLOCK_M"])
+                items = (n_m + 1) // 2 if causal else n_m
+                for p in (p for p in SWEEP if p <= items):
+                    fns[f"fa3_p{p}"] = lambda q=q, k=k, v=v, c=causal, o=out, p=p: (
+                        bhsd_attention.cached_attention_launch(
+                            FA3.attention_fwd_kernel, q, k, v, o, c, True, programs=p
+                        )
+                    )
                 flops = 4 * B * H * S * S * D / (2 if causal else 1)
+                gpu_sms, l2_bytes = bhsd_attention._gpu(q.get_device())
                 row = {"D": D, "causal": causal, "B": B, "H": H, "S": S, "programs": sms}
+                row["fa3_programs_per_head"] = bhsd_attention.persistent_programs(
+                    S, B * H, CONFIG.kwargs["BLOCK_M"], causal, gpu_sms, 2 * S * D * 2, l2_bytes
+                )
                 for name, t in bench.time_ms(fns).items():
                     row[f"{name}_ms"], row[f"{name}_spread"] = t["ms"], t["spread"]
                     row[f"{name}_tflops"] = flops / t["ms"] / 1e9
@@ -702,15 +717,28 @@ def time_rows(sms: int) -> list[dict]:
                 row["fa3_vs_cudnn"] = row["sdpa_cudnn_ms"] / row["fa3_ms"]
                 row["persistent_vs_fa3"] = row["fa3_ms"] / row["persistent_ms"]
                 row["fa3_vs_tile_grid"] = row["fa3_tile_grid_ms"] / row["fa3_ms"]
+                for p in SWEEP:
+                    if f"fa3_p{p}_ms" in row:
+                        row[f"fa3_p{p}_vs_tile_grid"] = (
+                            row["fa3_tile_grid_ms"] / row[f"fa3_p{p}_ms"]
+                        )
                 rows.append(row)
     return rows
+
+
+def sweep(row: dict) -> str:
+    return ", ".join(
+        f"{row[f'fa3_p{p}_vs_tile_grid']:.2f}x" if f"fa3_p{p}_vs_tile_grid" in row else "-"
+        for p in SWEEP
+    )
 
 
 def table(rows: list[dict]) -> str:
     lines = [
         "| D | causal | S | B x H | persistent TFLOP/s | 07 | cuDNN | persistent / cuDNN "
-        "| 07 / cuDNN | persistent / 07 | 07 / 07 on a tile grid | spreads (p, 07, cuDNN) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| 07 / cuDNN | persistent / 07 | 07 / 07 on a tile grid "
+        "| 07 at 1, 2, 4 programs a head / tile grid (07's count) | spreads (p, 07, cuDNN) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
@@ -718,6 +746,7 @@ def table(rows: list[dict]) -> str:
             f"| {r['persistent_tflops']:.0f} | {r['fa3_tflops']:.0f} | {r['sdpa_cudnn_tflops']:.0f} "
             f"| **{r['persistent_vs_cudnn']:.2f}x** | {r['fa3_vs_cudnn']:.2f}x "
             f"| {r['persistent_vs_fa3']:.2f}x | {r['fa3_vs_tile_grid']:.2f}x "
+            f"| {sweep(r)} ({r['fa3_programs_per_head']}) "
             f"| {r['persistent_spread']:.1%}, "
             f"{r['fa3_spread']:.1%}, {r['sdpa_cudnn_spread']:.1%} |"
         )

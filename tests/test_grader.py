@@ -1508,7 +1508,8 @@ def test_fa3_wrapper_is_right_where_a_program_runs_several_query_tiles(monkeypat
     over NaN, must equal that of a program per tile bit for bit, at ragged S (odd tile counts
     leave a causal middle tile alone)."""
     fa3 = bench.load("07")
-    monkeypatch.setitem(bhsd_attention._SMS, torch.cuda.current_device(), sms)
+    device = torch.cuda.current_device()
+    monkeypatch.setitem(bhsd_attention._GPU, device, (sms, bhsd_attention._gpu(device)[1]))
     for D, dtype in ((64, torch.bfloat16), (128, torch.float16)):
         for S in (1, 129, 383, 1000):
             for causal in (False, True):
@@ -1524,7 +1525,9 @@ def test_fa3_wrapper_is_right_where_a_program_runs_several_query_tiles(monkeypat
                 label = f"D={D} S={S} causal={causal} on {sms} SMs"
                 n_m = -(-S // 128)
                 items = (n_m + 1) // 2 if causal else n_m
-                programs = bhsd_attention.persistent_programs(S, 6, 128, causal, sms)
+                programs = bhsd_attention.persistent_programs(
+                    S, 6, 128, causal, sms, 2 * S * D * 2, bhsd_attention._gpu(device)[1]
+                )
                 assert programs == (1 if sms == 1 else min(2, items)), label
                 assert torch.equal(*outs), label
                 assert torch.equal(fa3.fa3_attention(q, k, v, causal=causal), outs[1]), label

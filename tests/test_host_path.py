@@ -339,12 +339,25 @@ def test_07s_programs_per_head_fill_the_sms_and_never_cost_more_waves_than_a_til
     def cost(p, BH, items, sms):  # waves of programs times the items each loops over
         return -(-p * BH // sms) * -(-items // p)
 
-    # The bench's shapes on 132 SMs: whole heads where B * H fills the SMs, else as many
-    # programs as fill them once (D = 128, S = 4096: 64 heads of 32 tiles, 2 programs each).
-    assert persistent_programs(1024, 512, 128, False, 132) == 1
-    assert persistent_programs(4096, 64, 128, False, 132) == 2
-    assert persistent_programs(4096, 64, 128, True, 132) == 2  # 16 pairs of tiles a head
-    assert persistent_programs(16384, 16, 128, True, 132) == 8
+    def kv(S, D):  # one head's K and V in bf16
+        return 2 * S * D * 2
+
+    h100 = {"sms": 132, "l2_bytes": 50 * 2**20}
+    # The bench's shapes on an H100: whole heads where B * H fills the SMs and the K and V of
+    # the 132 heads in flight fit in the L2 (D = 64, S = 1024: 33 MB), else two programs a
+    # head, which read each key tile together (D = 128, S = 1024: 66 MB; S = 4096: 128 MB),
+    # or as many as fill the SMs once (D = 128, S = 4096: 64 heads of 32 tiles).
+    assert persistent_programs(1024, 512, 128, False, kv_bytes=kv(1024, 64), **h100) == 1
+    assert persistent_programs(1024, 512, 128, True, kv_bytes=kv(1024, 64), **h100) == 1
+    assert persistent_programs(1024, 256, 128, False, kv_bytes=kv(1024, 128), **h100) == 2
+    assert persistent_programs(1024, 256, 128, True, kv_bytes=kv(1024, 128), **h100) == 2
+    assert persistent_programs(4096, 128, 128, False, kv_bytes=kv(4096, 64), **h100) == 2
+    assert persistent_programs(4096, 64, 128, False, kv_bytes=kv(4096, 128), **h100) == 2
+    assert persistent_programs(4096, 64, 128, True, kv_bytes=kv(4096, 128), **h100) == 2
+    assert persistent_programs(16384, 16, 128, True, kv_bytes=kv(16384, 128), **h100) == 8
+    # Without the L2 (0 bytes fit), one program a head where that costs no more waves.
+    assert persistent_programs(1024, 256, 128, False, 132) == 1
+    assert persistent_programs(4096, 128, 128, False, 132) == 1
     # 100 heads on 132 SMs: one program a head would leave 32 SMs idle for the whole run; a
     # program per tile takes 25 waves where that takes 32 items' time.
     assert persistent_programs(4096, 100, 128, False, 132) == 32
@@ -353,10 +366,14 @@ def test_07s_programs_per_head_fill_the_sms_and_never_cost_more_waves_than_a_til
             for causal in (False, True):
                 n_m = -(-S // 128)
                 items = (n_m + 1) // 2 if causal else n_m
-                p = persistent_programs(S, BH, 128, causal, 132)
-                assert 1 <= p <= items
-                assert cost(p, BH, items, 132) <= cost(items, BH, items, 132)
-                assert all(cost(p, BH, items, 132) <= cost(r, BH, items, 132) for r in range(1, p))
+                for kv_bytes in (0, kv(S, 64), 2**40):  # fits, as it comes, never fits
+                    p = persistent_programs(S, BH, 128, causal, 132, kv_bytes, 50 * 2**20)
+                    label = (S, BH, causal, kv_bytes)
+                    assert 1 <= p <= items, label
+                    assert p > 1 or items == 1 or kv_bytes < 2**40, label
+                    assert cost(p, BH, items, 132) <= cost(items, BH, items, 132), label
+                    fewer = range(1 if kv_bytes < 2**40 else 2, p)
+                    assert all(cost(p, BH, items, 132) <= cost(r, BH, items, 132) for r in fewer)
 
 
 @pytest.mark.parametrize(

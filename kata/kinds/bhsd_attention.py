@@ -218,43 +218,67 @@ def run_fast_attention(kernel, q, k, v, causal: bool = False, persistent: bool =
     return out
 
 
-_SMS: dict = {}  # device index -> its number of SMs (asking torch costs microseconds)
+_GPU: dict = {}  # device index -> (SMs, L2 bytes): asking torch costs microseconds
 _PROGRAMS: dict = {}  # persistent_programs' arguments -> its answer
+L2_SHARE = 3 / 4  # of the L2 that the K and V of the heads in flight may fill (see below)
 
 
-def persistent_programs(S: int, BH: int, block_m: int, causal: bool, sms: int) -> int:
+def persistent_programs(
+    S: int, BH: int, block_m: int, causal: bool, sms: int, kv_bytes: int = 0, l2_bytes: int = 0
+) -> int:
     """How many programs per (batch, head) a kernel like 07's gets, each looping over every
     so-many-th work item of its head (query tiles; pairs of them when causal, which cost the
     same). One program an SM at a time runs them in waves of ``sms``: the count chosen takes
     the fewest waves times items per program, and of those the fewest programs, since each
     pays its setup (descriptors, barriers, the first Q) once. With one program per item, the
-    grid is that of a kernel that is not persistent, so no count does worse than that one."""
-    key = (S, BH, block_m, causal, sms)
+    grid is that of a kernel that is not persistent, so no count does worse than that one.
+
+    A query tile reads all of its head's K and V (``kv_bytes``) and does 128 FLOP per byte
+    read, under the H100's 300 FLOP per byte of HBM: each byte must come from the L2 more
+    often than from memory. The programs of one head start together and read the same key
+    tiles at once, so two or more per head share every read; a lone program per head re-reads
+    its head for each item, which stays in the L2 only while the heads in flight fit in
+    ``L2_SHARE`` of ``l2_bytes``. So one program per head is taken only where they fit (on
+    an H100: 132 heads of 256 KB at D = 64, S = 1024 did, 1.32x the tile grid; of 512 KB at
+    D = 128 did not, 0.76x). 0 bytes: fits."""
+    key = (S, BH, block_m, causal, sms, kv_bytes, l2_bytes)
     found = _PROGRAMS.get(key)
     if found is None:
         n_m = cdiv(S, block_m)
         items = (n_m + 1) // 2 if causal else n_m
+        lone_fits = min(BH, sms) * kv_bytes <= L2_SHARE * l2_bytes  # one program per head
         found = _PROGRAMS[key] = min(
-            range(1, items + 1), key=lambda p: (cdiv(p * BH, sms) * cdiv(items, p), p)
+            (p for p in range(1, items + 1) if p > 1 or p == items or lone_fits),
+            key=lambda p: (cdiv(p * BH, sms) * cdiv(items, p), p),
         )
     return found
 
 
-def _sms(device: int) -> int:
-    found = _SMS.get(device)
+def _gpu(device: int) -> tuple[int, int]:
+    found = _GPU.get(device)
     if found is None:
-        found = _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
+        props = torch.cuda.get_device_properties(device)
+        found = _GPU[device] = (props.multi_processor_count, props.L2_cache_size)
     return found
 
 
-def cached_attention_launch(kernel, q, k, v, out, causal: bool, persistent: bool = False) -> None:
-    """``run_fast_attention``'s launch alone (the bench times it apart)."""
+def cached_attention_launch(
+    kernel, q, k, v, out, causal: bool, persistent: bool = False, programs: int | None = None
+) -> None:
+    """``run_fast_attention``'s launch alone (the bench times it apart). ``programs``: per
+    head when ``persistent``, instead of ``persistent_programs``' choice (to time others)."""
     B, H, S, D = q.shape
     BH = B * H
     triton.set_allocator(_descriptor_scratch)
-    if persistent:
-        sms = _sms(q.get_device())
-        grid = lambda meta: (persistent_programs(S, BH, meta["BLOCK_M"], causal, sms), BH)  # noqa: E731
+    if persistent and programs:
+        grid = lambda meta: (programs, BH)  # noqa: E731
+    elif persistent:
+        sms, l2_bytes = _gpu(q.get_device())
+        kv_bytes = 2 * S * D * q.element_size()
+        grid = lambda meta: (  # noqa: E731
+            persistent_programs(S, BH, meta["BLOCK_M"], causal, sms, kv_bytes, l2_bytes),
+            BH,
+        )
     else:
         grid = lambda meta: (cdiv(S, meta["BLOCK_M"]), BH)  # noqa: E731
     launch_cached(
