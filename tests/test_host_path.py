@@ -376,6 +376,28 @@ def test_07s_programs_per_head_fill_the_sms_and_never_cost_more_waves_than_a_til
                     assert all(cost(p, BH, items, 132) <= cost(r, BH, items, 132) for r in fewer)
 
 
+def test_07s_launch_gives_persistent_programs_its_heads_k_and_v_bytes(monkeypatch):
+    """The persistent grid is (programs a head, B * H), the count chosen from one head's K and V
+    in bytes (2 * S * D * element size) and the device's SMs and L2: a launch that passed the
+    wrong size would keep one program a head where the heads in flight outgrow the L2."""
+    from kata.kinds import bhsd_attention
+
+    class StandIn:  # as the grader's stand-ins, launched through kernel[grid]
+        def __getitem__(self, grid):
+            return lambda *args, **constexprs: grids.append(grid({"BLOCK_M": 128}))
+
+    grids = []
+    monkeypatch.setitem(bhsd_attention._GPU, -1, (132, 50 * 2**20))  # a CPU tensor's device
+    for B, H, D, dtype in ((16, 16, 128, torch.bfloat16), (16, 32, 64, torch.float16)):
+        q = torch.empty(B, H, 1024, D, dtype=dtype)
+        for persistent, programs in ((False, None), (True, None), (True, 4)):
+            bhsd_attention.cached_attention_launch(
+                StandIn(), q, q, q, q, False, persistent, programs
+            )
+    # D = 128: 132 heads of 512 KB in flight would be 66 MB, so two programs a head; D = 64: 33 MB.
+    assert grids == [(8, 256), (2, 256), (4, 256), (8, 512), (1, 512), (4, 512)]
+
+
 @pytest.mark.parametrize(
     "bad",
     [
