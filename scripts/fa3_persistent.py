@@ -733,11 +733,10 @@ def time_rows() -> list[dict]:
                         )
                     )
                 flops = 4 * B * H * S * S * D / (2 if causal else 1)
-                gpu_sms, l2_bytes = bhsd_attention._gpu(q.get_device())
                 row = {"D": D, "causal": causal, "B": B, "H": H, "S": S}
                 row["programs_per_head"] = default_programs(q)
-                row["fa3_programs_per_head"] = bhsd_attention.persistent_programs(
-                    S, B * H, CONFIG.kwargs["BLOCK_M"], causal, gpu_sms, 2 * S * D * 2, l2_bytes
+                row["fa3_programs_per_head"] = bhsd_attention.programs_per_head(
+                    q, causal, CONFIG.kwargs["BLOCK_M"]
                 )
                 for name, t in bench.time_ms(fns).items():
                     row[f"{name}_ms"], row[f"{name}_spread"] = t["ms"], t["spread"]

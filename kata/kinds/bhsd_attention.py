@@ -262,6 +262,15 @@ def _gpu(device: int) -> tuple[int, int]:
     return found
 
 
+def programs_per_head(q, causal: bool, block_m: int) -> int:
+    """``persistent_programs`` for q's shape on q's device: one head's K and V in bytes, the
+    device's SMs and L2."""
+    B, H, S, D = q.shape
+    sms, l2_bytes = _gpu(q.get_device())
+    kv_bytes = 2 * S * D * q.element_size()
+    return persistent_programs(S, B * H, block_m, causal, sms, kv_bytes, l2_bytes)
+
+
 def cached_attention_launch(
     kernel, q, k, v, out, causal: bool, persistent: bool = False, programs: int | None = None
 ) -> None:
@@ -273,12 +282,7 @@ def cached_attention_launch(
     if persistent and programs:
         grid = lambda meta: (programs, BH)  # noqa: E731
     elif persistent:
-        sms, l2_bytes = _gpu(q.get_device())
-        kv_bytes = 2 * S * D * q.element_size()
-        grid = lambda meta: (  # noqa: E731
-            persistent_programs(S, BH, meta["BLOCK_M"], causal, sms, kv_bytes, l2_bytes),
-            BH,
-        )
+        grid = lambda meta: (programs_per_head(q, causal, meta["BLOCK_M"]), BH)  # noqa: E731
     else:
         grid = lambda meta: (cdiv(S, meta["BLOCK_M"]), BH)  # noqa: E731
     launch_cached(
