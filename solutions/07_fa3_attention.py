@@ -16,18 +16,21 @@ tensor-core matmuls of the same warps. FlashAttention-3 gives each job its own w
   exponentiates tile j while P @ V is still on the tensor cores. Between the two consumers the
   warp scheduler does the ping-pong that FlashAttention-3 orders with named barriers;
 * ``gl.warp_specialize`` splits the registers: the producer needs few, the consumers get 240;
-* the grid is **persistent within a head**: ``fa3_attention`` launches only as many programs per
-  (batch, head) as fill the SMs once, and each loops over its head's query tiles, so that its
-  descriptors and barriers are made once and the next tile's Q loads while the last one ends.
-  Causal work items are pairs of tiles (n_m - 1 - w, w), which all cost the same.
+* the grid is **persistent**: ``fa3_attention`` launches as few programs as take the fewest
+  waves of the SMs (``persistent_programs``), and each loops over work items of every head, so that its descriptors and barriers are made once and
+  the next item's Q loads while the last one ends. An item is a pair of query tiles of one
+  head, tile n_m - 1 - j then tile j, which all cost the same when causal (the longer first);
+  the items of a head are adjacent and dealt out in the order the programs start, so the
+  programs in flight share a few heads' K and V in the L2. The descriptors cover the whole
+  (B, H, S, D) tensors: one of each serves every head and still clips at S.
 
 The math is exercise 04's, with the same interface (``attention_fwd_kernel``'s parameters) and
-the same host checks. Under 04's launcher (a program per query tile, as the grader launches it)
-each program has at most one work item. Any S works: the tensor descriptors read zeros past the
-end and clip the stores, and the last key tile masks the columns past S. Not a student exercise:
-it is graded only right or wrong, by exercise 04's checks (copied in as 04_fast_attention.py,
-graded as 04 on a Hopper GPU), and ``nox -s bench`` times it. It needs a Hopper GPU (sm_90); in
-the interpreter the file only says so.
+the same host checks. B * H is the grid's second axis, as in 04: under 04's launcher (a program
+per query tile, as the grader launches it) each program has at most one work item. Any S works:
+the tensor descriptors read zeros past the end and clip the stores, and the last key tile masks
+the columns past S. Not a student exercise: it is graded only right or wrong, by exercise 04's
+checks (copied in as 04_fast_attention.py, graded as 04 on a Hopper GPU), and ``nox -s bench``
+times it. It needs a Hopper GPU (sm_90); in the interpreter the file only says so.
 """
 
 import sys
@@ -69,15 +72,25 @@ FIRST, SECOND = gl.constexpr(0), gl.constexpr(1)  # which consumer: its rows sta
 
 
 @gluon.jit
-def _item(w, n_m, CAUSAL: gl.constexpr):
-    """Work item w of a head with n_m query tiles as (first tile, last tile, 1 or 2 tiles).
-    Causal: tiles n_m - 1 - w and w, the longer first, so that every item costs n_m + 1 key
-    tiles (the middle tile of an odd n_m is an item alone). Otherwise tile w alone."""
-    if CAUSAL:
-        first = n_m - 1 - w
-    else:
-        first = w
-    return first, w, gl.minimum(first - w, 1) + 1
+def _pair(w, n_m, H):
+    """Work item w as (batch, head, high, low, 1 or 2): query tiles high = n_m - 1 - low, then
+    low, of head w // ceil(n_m / 2), the longer causal one first; the middle tile of an odd n_m
+    is an item alone."""
+    n_pairs = (n_m + 1) // 2
+    bh = w // n_pairs
+    low = w % n_pairs
+    high = n_m - 1 - low
+    return bh // H, bh % H, high, low, gl.minimum(high - low, 1) + 1
+
+
+@gluon.jit
+def _walk():
+    """(first item, step) of this program. The items are dealt to every program of the
+    (programs a head, B * H) grid in the order the hardware starts them (axis 0 fastest), so
+    that the programs in flight at once work on neighbouring items: the pairs of a few heads,
+    whose K and V they share in the L2."""
+    along = gl.num_programs(0)
+    return gl.program_id(1) * along + gl.program_id(0), along * gl.num_programs(1)
 
 
 @gluon.jit
@@ -104,37 +117,50 @@ def _producer(
     v_full,
     k_empty,
     v_empty,
+    H,
     S,
-    n_items,
     BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr,
     STAGES: gl.constexpr,
     CAUSAL: gl.constexpr,
 ):
-    """For each query tile of this program: its Q, then its key and value tiles. ``i`` counts
-    the K/V tiles streamed over all items: tile i goes to stage i % STAGES, its (i // STAGES)-th
-    use. K and V have separate "empty" barriers: a K tile is free once its scores are in
-    registers, while its V tile stays in use until the next iteration's P @ V has finished."""
+    """For each query tile of this program's items: its Q, then its key and value tiles. ``i``
+    counts the K/V tiles streamed over all items: tile i goes to stage i % STAGES, its
+    (i // STAGES)-th use. K and V have separate "empty" barriers: a K tile is free once its
+    scores are in registers, while its V tile stays in use until the next P @ V has finished."""
     n_m = gl.cdiv(S, BLOCK_M)
     i = 0
     n_queries = 0
-    for w in range(gl.program_id(0), n_items, gl.num_programs(0)):
-        first, last, count = _item(w, n_m, CAUSAL)
-        for t in range(count):
-            m0 = (first + t * (last - first)) * BLOCK_M
+    first, step = _walk()
+    for w in range(first, (n_m + 1) // 2 * gl.num_programs(1), step):
+        b, h, high, low, count = _pair(w, n_m, H)
+        for half in range(count):
+            m0 = (high - half * (high - low)) * BLOCK_M
             # Q's one buffer is free once both consumers have the last scores of the tile before.
             mbarrier.wait(q_empty, (n_queries & 1) ^ 1)  # a fresh barrier counts as released
             mbarrier.expect(q_full, q_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(q_desc, [m0, 0], q_full, q_smem)
+            tma.async_copy_global_to_shared(
+                q_desc, [b, h, m0, 0], q_full, q_smem.reshape(q_desc.block_type.shape)
+            )
             for n0 in range(0, _key_end(m0, S, BLOCK_M, CAUSAL), BLOCK_N):
                 s = i % STAGES
                 parity = ((i // STAGES) & 1) ^ 1
                 mbarrier.wait(k_empty.index(s), parity)
                 mbarrier.expect(k_full.index(s), k_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(k_desc, [n0, 0], k_full.index(s), k_smem.index(s))
+                tma.async_copy_global_to_shared(
+                    k_desc,
+                    [b, h, n0, 0],
+                    k_full.index(s),
+                    k_smem.index(s).reshape(k_desc.block_type.shape),
+                )
                 mbarrier.wait(v_empty.index(s), parity)
                 mbarrier.expect(v_full.index(s), v_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(v_desc, [n0, 0], v_full.index(s), v_smem.index(s))
+                tma.async_copy_global_to_shared(
+                    v_desc,
+                    [b, h, n0, 0],
+                    v_full.index(s),
+                    v_smem.index(s).reshape(v_desc.block_type.shape),
+                )
                 i += 1
             n_queries += 1
 
@@ -276,8 +302,8 @@ def _consumer(
     v_full,
     k_empty,
     v_empty,
+    H,
     S,
-    n_items,
     sm_scale,
     WHICH: gl.constexpr,
     HEAD_DIM: gl.constexpr,
@@ -286,18 +312,22 @@ def _consumer(
     BLOCK_N: gl.constexpr,
     STAGES: gl.constexpr,
 ):
-    """One warpgroup's 64 rows of each query tile of this program. ``c`` counts the K/V tiles
-    consumed before the query tile (the producer's ``i`` at its start)."""
-    o_smem = gl.allocate_shared_memory(o_desc.dtype, [64, HEAD_DIM], o_desc.layout)
+    """One warpgroup's 64 rows of each query tile of this program's items: ``_attend``, then a
+    TMA store through the rank-4 descriptor, which clips the rows past S. ``c`` counts the K/V
+    tiles consumed before the query tile (the producer's ``i`` at its start)."""
+    dtype: gl.constexpr = o_desc.dtype
+    o_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
+    o_smem = gl.allocate_shared_memory(dtype, [64, HEAD_DIM], o_smem_layout)
     q = q_smem.slice(WHICH * 64, 64, dim=0)
     qk_scale = sm_scale * 1.4426950408889634
     n_m = gl.cdiv(S, BLOCK_M)
     c = 0
     n_queries = 0
-    for w in range(gl.program_id(0), n_items, gl.num_programs(0)):
-        first, last, count = _item(w, n_m, CAUSAL)
-        for t in range(count):
-            m0 = (first + t * (last - first)) * BLOCK_M
+    first, step = _walk()
+    for w in range(first, (n_m + 1) // 2 * gl.num_programs(1), step):
+        b, h, high, low, count = _pair(w, n_m, H)
+        for half in range(count):
+            m0 = (high - half * (high - low)) * BLOCK_M
             n_tiles = gl.cdiv(_key_end(m0, S, BLOCK_M, CAUSAL), BLOCK_N)
             mbarrier.wait(q_full, n_queries & 1)
             out = _attend(
@@ -319,16 +349,28 @@ def _consumer(
                 BLOCK_N,
                 STAGES,
             )
-            # Through shared memory to a TMA store, which clips the rows past S. The store of
-            # the tile before must have read o_smem first; waiting here rather than right after
-            # it lets that store overlap this tile's products.
+            # The store of the tile before must have read o_smem first; waiting here rather
+            # than right after it lets that store overlap this tile's products.
             tma.store_wait(pendings=0)
-            o_smem.store(out.to(o_desc.dtype))
+            o_smem.store(out.to(dtype))
             fence_async_shared()
-            tma.async_copy_shared_to_global(o_desc, [m0 + WHICH * 64, 0], o_smem)
+            tma.async_copy_shared_to_global(
+                o_desc, [b, h, m0 + WHICH * 64, 0], o_smem.reshape(o_desc.block_type.shape)
+            )
             c += n_tiles
             n_queries += 1
     tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _descriptor_strides(stride_b, stride_h, stride_s, B, H, S, HEAD_DIM: gl.constexpr):
+    """A rank-4 descriptor's batch, head and row strides. 04's checks let a dimension of size 1
+    have any stride, since it is only read at 0; a descriptor needs every stride a multiple of
+    16 bytes, so such a dimension gets the one a contiguous tensor would have."""
+    stride_s = gl.where(S > 1, stride_s, HEAD_DIM)
+    stride_h = gl.where(H > 1, stride_h, stride_s * S)
+    stride_b = gl.where(B > 1, stride_b, stride_h * H)
+    return stride_b, stride_h, stride_s
 
 
 @triton.autotune(configs=CONFIGS, key=["S", "HEAD_DIM", "CAUSAL"])
@@ -359,53 +401,68 @@ def attention_fwd_kernel(
     BLOCK_N: gl.constexpr,
     TMA: gl.constexpr = True,
 ):
+    """Exercise 04's parameters, on a (programs a head, B * H) grid: 04's own (a program per
+    query tile) or fewer, each looping over its items of every head (``_walk``)."""
     gl.static_assert(BLOCK_M == 2 * 64, "two consumer warpgroups of 64 rows each")
     gl.static_assert(TMA, "07 loads every tile with a TMA copy")
     dtype: gl.constexpr = q_ptr.dtype.element_ty
-    bh = gl.program_id(1)
-    b, h = bh // H, bh % H
-    n_m = gl.cdiv(S, BLOCK_M)
-    if CAUSAL:  # pairs of query tiles
-        n_items = (n_m + 1) // 2
-    else:
-        n_items = n_m
-
-    # One descriptor per (S, D) matrix of this head, made on the device, once per program.
-    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
-    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
-    o_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
+    B = gl.num_programs(1) // H
+    stride_qb, stride_qh, stride_qs = _descriptor_strides(
+        stride_qb, stride_qh, stride_qs, B, H, S, HEAD_DIM
+    )
+    stride_kb, stride_kh, stride_ks = _descriptor_strides(
+        stride_kb, stride_kh, stride_ks, B, H, S, HEAD_DIM
+    )
+    stride_vb, stride_vh, stride_vs = _descriptor_strides(
+        stride_vb, stride_vh, stride_vs, B, H, S, HEAD_DIM
+    )
+    stride_ob, stride_oh, stride_os = _descriptor_strides(
+        stride_ob, stride_oh, stride_os, B, H, S, HEAD_DIM
+    )
+    # One descriptor per (B, H, S, D) tensor, made once: the block is one head's rows, so a
+    # tile past S reads zeros and a store past S is clipped, as per-head descriptors would.
+    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_M, HEAD_DIM], dtype)
+    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N, HEAD_DIM], dtype)
+    o_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, 64, HEAD_DIM], dtype)
     q_desc = tma.make_tensor_descriptor(
-        q_ptr + b.to(gl.int64) * stride_qb + h * stride_qh,
-        [S, HEAD_DIM],
-        [stride_qs, 1],
-        [BLOCK_M, HEAD_DIM],
+        q_ptr,
+        [B, H, S, HEAD_DIM],
+        [stride_qb, stride_qh, stride_qs, 1],
+        [1, 1, BLOCK_M, HEAD_DIM],
         q_layout,
     )
     k_desc = tma.make_tensor_descriptor(
-        k_ptr + b.to(gl.int64) * stride_kb + h * stride_kh,
-        [S, HEAD_DIM],
-        [stride_ks, 1],
-        [BLOCK_N, HEAD_DIM],
+        k_ptr,
+        [B, H, S, HEAD_DIM],
+        [stride_kb, stride_kh, stride_ks, 1],
+        [1, 1, BLOCK_N, HEAD_DIM],
         kv_layout,
     )
     v_desc = tma.make_tensor_descriptor(
-        v_ptr + b.to(gl.int64) * stride_vb + h * stride_vh,
-        [S, HEAD_DIM],
-        [stride_vs, 1],
-        [BLOCK_N, HEAD_DIM],
+        v_ptr,
+        [B, H, S, HEAD_DIM],
+        [stride_vb, stride_vh, stride_vs, 1],
+        [1, 1, BLOCK_N, HEAD_DIM],
         kv_layout,
     )
     o_desc = tma.make_tensor_descriptor(
-        out_ptr + b.to(gl.int64) * stride_ob + h * stride_oh,
-        [S, HEAD_DIM],
-        [stride_os, 1],
-        [64, HEAD_DIM],
+        out_ptr,
+        [B, H, S, HEAD_DIM],
+        [stride_ob, stride_oh, stride_os, 1],
+        [1, 1, 64, HEAD_DIM],
         o_layout,
     )
 
-    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_layout)
-    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
-    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
+    # The buffers are 2-D, as the products read them; a TMA copy sees them reshaped to its
+    # rank-4 block (the same swizzle: it depends on the rows' bytes only).
+    q_smem = gl.allocate_shared_memory(
+        dtype,
+        [BLOCK_M, HEAD_DIM],
+        gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype),
+    )
+    ring_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], ring_layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], ring_layout)
     bar_layout: gl.constexpr = mbarrier.MBarrierLayout()
     q_full = gl.allocate_shared_memory(gl.int64, [1], bar_layout)
     q_empty = gl.allocate_shared_memory(gl.int64, [1], bar_layout)
@@ -414,7 +471,7 @@ def attention_fwd_kernel(
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
     mbarrier.init(q_full, count=1)
-    mbarrier.init(q_empty, count=2)  # both consumers release Q, as every stage
+    mbarrier.init(q_empty, count=2)  # both consumers release Q
     for s in gl.static_range(STAGES):
         mbarrier.init(k_full.index(s), count=1)
         mbarrier.init(v_full.index(s), count=1)
@@ -422,8 +479,6 @@ def attention_fwd_kernel(
         mbarrier.init(v_empty.index(s), count=2)
     fence_async_shared()
 
-    # The partitions' arguments are written out: a tuple held in a variable would lose its
-    # constexpr entries (BLOCK_N, STAGES, ...), which the layouts need.
     gl.warp_specialize(
         [
             (
@@ -441,8 +496,8 @@ def attention_fwd_kernel(
                     v_full,
                     k_empty,
                     v_empty,
+                    H,
                     S,
-                    n_items,
                     BLOCK_M,
                     BLOCK_N,
                     STAGES,
@@ -462,8 +517,8 @@ def attention_fwd_kernel(
                     v_full,
                     k_empty,
                     v_empty,
+                    H,
                     S,
-                    n_items,
                     sm_scale,
                     FIRST,
                     HEAD_DIM,
@@ -486,8 +541,8 @@ def attention_fwd_kernel(
                     v_full,
                     k_empty,
                     v_empty,
+                    H,
                     S,
-                    n_items,
                     sm_scale,
                     SECOND,
                     HEAD_DIM,

@@ -1501,15 +1501,15 @@ def test_fa3_showcase_is_right_on_every_input_of_exercise_04_under_its_own_tiles
 @pytest.mark.skipif(not HOPPER, reason="07 is Gluon for Hopper (sm_90): it needs that GPU")
 @pytest.mark.parametrize("sms", [1, 12])
 def test_fa3_wrapper_is_right_where_a_program_runs_several_query_tiles(monkeypatch, sms):
-    """``fa3_attention`` launches 07 on a persistent grid, where each program loops over
-    several query tiles (pairs of them when causal) of its head and every barrier's phase runs
-    on across them; graded as 04, each program has one. Told the GPU has 1 or 12 SMs, each of
-    the 6 heads gets 1 program or 2 (with unequal item counts at S = 383): the output, written
-    over NaN, must equal that of a program per tile bit for bit, at ragged S (odd tile counts
-    leave a causal middle tile alone)."""
+    """``fa3_attention`` launches 07 on a persistent grid, where each program loops over work
+    items (pairs of query tiles) of several heads and every barrier's phase runs on across
+    them; graded as 04, each program has one. Told the GPU has 1 or 12 SMs, the 6 heads get 1
+    program or 2 each (unequal item counts at S = 383): the output, written over NaN, must
+    equal that of a program per tile bit for bit, at ragged S (an odd tile count leaves a
+    middle tile alone)."""
     fa3 = bench.load("07")
     device = torch.cuda.current_device()
-    monkeypatch.setitem(bhsd_attention._GPU, device, (sms, bhsd_attention._gpu(device)[1]))
+    monkeypatch.setitem(bhsd_attention._SMS, device, sms)
     for D, dtype in ((64, torch.bfloat16), (128, torch.float16)):
         for S in (1, 129, 383, 1000):
             for causal in (False, True):
@@ -1523,11 +1523,8 @@ def test_fa3_wrapper_is_right_where_a_program_runs_several_query_tiles(monkeypat
                     )
                     outs.append(out)
                 label = f"D={D} S={S} causal={causal} on {sms} SMs"
-                n_m = -(-S // 128)
-                items = (n_m + 1) // 2 if causal else n_m
-                programs = bhsd_attention.persistent_programs(
-                    S, 6, 128, causal, sms, 2 * S * D * 2, bhsd_attention._gpu(device)[1]
-                )
+                items = (-(-S // 128) + 1) // 2
+                programs = bhsd_attention.persistent_programs(S, 6, 128, sms)
                 assert programs == (1 if sms == 1 else min(2, items)), label
                 assert torch.equal(*outs), label
                 assert torch.equal(fa3.fa3_attention(q, k, v, causal=causal), outs[1]), label

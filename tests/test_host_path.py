@@ -339,47 +339,30 @@ def test_07s_programs_per_head_fill_the_sms_and_never_cost_more_waves_than_a_til
     def cost(p, BH, items, sms):  # waves of programs times the items each loops over
         return -(-p * BH // sms) * -(-items // p)
 
-    def kv(S, D):  # one head's K and V in bf16
-        return 2 * S * D * 2
-
-    h100 = {"sms": 132, "l2_bytes": 50 * 2**20}
-    # The bench's shapes on an H100: whole heads where B * H fills the SMs and the K and V of
-    # the 132 heads in flight fit in the L2 (D = 64, S = 1024: 33 MB), else two programs a
-    # head, which read each key tile together (D = 128, S = 1024: 66 MB; S = 4096: 128 MB),
-    # or as many as fill the SMs once (D = 128, S = 4096: 64 heads of 32 tiles).
-    assert persistent_programs(1024, 512, 128, False, kv_bytes=kv(1024, 64), **h100) == 1
-    assert persistent_programs(1024, 512, 128, True, kv_bytes=kv(1024, 64), **h100) == 1
-    assert persistent_programs(1024, 256, 128, False, kv_bytes=kv(1024, 128), **h100) == 2
-    assert persistent_programs(1024, 256, 128, True, kv_bytes=kv(1024, 128), **h100) == 2
-    assert persistent_programs(4096, 128, 128, False, kv_bytes=kv(4096, 64), **h100) == 2
-    assert persistent_programs(4096, 64, 128, False, kv_bytes=kv(4096, 128), **h100) == 2
-    assert persistent_programs(4096, 64, 128, True, kv_bytes=kv(4096, 128), **h100) == 2
-    assert persistent_programs(16384, 16, 128, True, kv_bytes=kv(16384, 128), **h100) == 8
-    # Without the L2 (0 bytes fit), one program a head where that costs no more waves.
-    assert persistent_programs(1024, 256, 128, False, 132) == 1
-    assert persistent_programs(4096, 128, 128, False, 132) == 1
+    # The bench's shapes on an H100 (132 SMs), items being pairs of query tiles: one program a
+    # head where B * H fills the SMs at least once, else as many as fill them once (D = 128,
+    # S = 4096: 64 heads of 16 pairs; S = 16384: 16 heads of 64).
+    assert persistent_programs(1024, 512, 128, 132) == 1
+    assert persistent_programs(1024, 256, 128, 132) == 1
+    assert persistent_programs(4096, 128, 128, 132) == 1
+    assert persistent_programs(4096, 64, 128, 132) == 2
+    assert persistent_programs(16384, 16, 128, 132) == 8
     # 100 heads on 132 SMs: one program a head would leave 32 SMs idle for the whole run; a
-    # program per tile takes 25 waves where that takes 32 items' time.
-    assert persistent_programs(4096, 100, 128, False, 132) == 32
-    for S in (1, 127, 128, 129, 1000, 4096):
+    # program per pair takes 13 waves where that takes 16 pairs' time.
+    assert persistent_programs(4096, 100, 128, 132) == 16
+    for S in (1, 127, 128, 129, 383, 1000, 4096):
         for BH in (1, 7, 100, 131, 132, 133, 512):
-            for causal in (False, True):
-                n_m = -(-S // 128)
-                items = (n_m + 1) // 2 if causal else n_m
-                for kv_bytes in (0, kv(S, 64), 2**40):  # fits, as it comes, never fits
-                    p = persistent_programs(S, BH, 128, causal, 132, kv_bytes, 50 * 2**20)
-                    label = (S, BH, causal, kv_bytes)
-                    assert 1 <= p <= items, label
-                    assert p > 1 or items == 1 or kv_bytes < 2**40, label
-                    assert cost(p, BH, items, 132) <= cost(items, BH, items, 132), label
-                    fewer = range(1 if kv_bytes < 2**40 else 2, p)
-                    assert all(cost(p, BH, items, 132) <= cost(r, BH, items, 132) for r in fewer)
+            items = (-(-S // 128) + 1) // 2
+            p = persistent_programs(S, BH, 128, 132)
+            best = min(cost(r, BH, items, 132) for r in range(1, items + 1))
+            assert 1 <= p <= items and cost(p, BH, items, 132) == best, (S, BH)
+            assert all(cost(r, BH, items, 132) > best for r in range(1, p)), (S, BH)
 
 
-def test_07s_launch_gives_persistent_programs_its_heads_k_and_v_bytes(monkeypatch):
-    """The persistent grid is (programs a head, B * H), the count chosen from one head's K and V
-    in bytes (2 * S * D * element size) and the device's SMs and L2: a launch that passed the
-    wrong size would keep one program a head where the heads in flight outgrow the L2."""
+def test_07s_launch_is_persistent_programs_a_head_by_b_times_h(monkeypatch):
+    """The persistent grid is (programs a head, B * H), the count chosen for the device's SMs,
+    or given; otherwise a program per query tile. A launch that read no SM count, or put B * H
+    on the wrong axis, would give other grids."""
     from kata.kinds import bhsd_attention
 
     class StandIn:  # as the grader's stand-ins, launched through kernel[grid]
@@ -387,15 +370,15 @@ def test_07s_launch_gives_persistent_programs_its_heads_k_and_v_bytes(monkeypatc
             return lambda *args, **constexprs: grids.append(grid({"BLOCK_M": 128}))
 
     grids = []
-    monkeypatch.setitem(bhsd_attention._GPU, -1, (132, 50 * 2**20))  # a CPU tensor's device
+    monkeypatch.setitem(bhsd_attention._SMS, -1, 1024)  # a CPU tensor's device
     for B, H, D, dtype in ((16, 16, 128, torch.bfloat16), (16, 32, 64, torch.float16)):
         q = torch.empty(B, H, 1024, D, dtype=dtype)
-        for persistent, programs in ((False, None), (True, None), (True, 4)):
+        for persistent, programs in ((False, None), (True, None), (True, 3)):
             bhsd_attention.cached_attention_launch(
                 StandIn(), q, q, q, q, False, persistent, programs
             )
-    # D = 128: 132 heads of 512 KB in flight would be 66 MB, so two programs a head; D = 64: 33 MB.
-    assert grids == [(8, 256), (2, 256), (4, 256), (8, 512), (1, 512), (4, 512)]
+    # 4 pairs a head on 1024 SMs: 256 heads take 4 programs each, 512 heads 2 (one wave).
+    assert grids == [(8, 256), (4, 256), (3, 256), (8, 512), (2, 512), (3, 512)]
 
 
 @pytest.mark.parametrize(

@@ -208,8 +208,8 @@ def usual_fast_attention_inputs(q, k, v) -> bool:
 def run_fast_attention(kernel, q, k, v, causal: bool = False, persistent: bool = False):
     """``launch_fast_attention`` for a wrapper (04's ``fast_attention``, 07's
     ``fa3_attention``): the same checks and result, the launch cached per (S, D, causal, dtype),
-    the autotuner's key. ``persistent``: the kernel loops over its head's work items (07's), so
-    it gets ``persistent_programs`` programs per head instead of one per query tile."""
+    the autotuner's key. ``persistent``: the kernel loops over work items (07's), so it gets
+    ``persistent_programs`` programs per head instead of one per query tile."""
     if not usual_fast_attention_inputs(q, k, v):
         check_fast_attention_inputs(q, k, v)
     out = torch.empty_like(q)
@@ -218,57 +218,39 @@ def run_fast_attention(kernel, q, k, v, causal: bool = False, persistent: bool =
     return out
 
 
-_GPU: dict = {}  # device index -> (SMs, L2 bytes): asking torch costs microseconds
+_SMS: dict = {}  # device index -> SMs: asking torch costs microseconds
 _PROGRAMS: dict = {}  # persistent_programs' arguments -> its answer
-L2_SHARE = 3 / 4  # of the L2 that the K and V of the heads in flight may fill (see below)
 
 
-def persistent_programs(
-    S: int, BH: int, block_m: int, causal: bool, sms: int, kv_bytes: int = 0, l2_bytes: int = 0
-) -> int:
-    """How many programs per (batch, head) a kernel like 07's gets, each looping over every
-    so-many-th work item of its head (query tiles; pairs of them when causal, which cost the
-    same). One program an SM at a time runs them in waves of ``sms``: the count chosen takes
-    the fewest waves times items per program, and of those the fewest programs, since each
-    pays its setup (descriptors, barriers, the first Q) once. With one program per item, the
-    grid is that of a kernel that is not persistent, so no count does worse than that one.
-
-    A query tile reads all of its head's K and V (``kv_bytes``) and does 128 FLOP per byte
-    read, under the H100's 300 FLOP per byte of HBM: each byte must come from the L2 more
-    often than from memory. The programs of one head start together and read the same key
-    tiles at once, so two or more per head share every read; a lone program per head re-reads
-    its head for each item, which stays in the L2 only while the heads in flight fit in
-    ``L2_SHARE`` of ``l2_bytes``. So one program per head is taken only where they fit (on
-    an H100: 132 heads of 256 KB at D = 64, S = 1024 did, 1.32x the tile grid; of 512 KB at
-    D = 128 did not, 0.76x). 0 bytes: fits."""
-    key = (S, BH, block_m, causal, sms, kv_bytes, l2_bytes)
+def persistent_programs(S: int, BH: int, block_m: int, sms: int) -> int:
+    """How many programs per (batch, head) 07's persistent kernel gets. Its work items are
+    pairs of query tiles, ceil(n_m / 2) a head, which all cost the same when causal, and every
+    program loops over every so-many-th item of every head. The programs run in waves of
+    ``sms`` (one an SM at a time): the count chosen takes the fewest waves times items per
+    program, and of those the fewest programs, since each pays its setup (descriptors,
+    barriers, the first Q) once. With a program per item, the grid is that of a kernel that is
+    not persistent, so no count does worse than that one."""
+    key = (S, BH, block_m, sms)
     found = _PROGRAMS.get(key)
     if found is None:
-        n_m = cdiv(S, block_m)
-        items = (n_m + 1) // 2 if causal else n_m
-        lone_fits = min(BH, sms) * kv_bytes <= L2_SHARE * l2_bytes  # one program per head
+        items = (cdiv(S, block_m) + 1) // 2
         found = _PROGRAMS[key] = min(
-            (p for p in range(1, items + 1) if p > 1 or p == items or lone_fits),
-            key=lambda p: (cdiv(p * BH, sms) * cdiv(items, p), p),
+            range(1, items + 1), key=lambda p: (cdiv(p * BH, sms) * cdiv(items, p), p)
         )
     return found
 
 
-def _gpu(device: int) -> tuple[int, int]:
-    found = _GPU.get(device)
+def _sms(device: int) -> int:
+    found = _SMS.get(device)
     if found is None:
-        props = torch.cuda.get_device_properties(device)
-        found = _GPU[device] = (props.multi_processor_count, props.L2_cache_size)
+        found = _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
     return found
 
 
-def programs_per_head(q, causal: bool, block_m: int) -> int:
-    """``persistent_programs`` for q's shape on q's device: one head's K and V in bytes, the
-    device's SMs and L2."""
+def programs_per_head(q, block_m: int) -> int:
+    """``persistent_programs`` for q's shape on q's device."""
     B, H, S, D = q.shape
-    sms, l2_bytes = _gpu(q.get_device())
-    kv_bytes = 2 * S * D * q.element_size()
-    return persistent_programs(S, B * H, block_m, causal, sms, kv_bytes, l2_bytes)
+    return persistent_programs(S, B * H, block_m, _sms(q.get_device()))
 
 
 def cached_attention_launch(
@@ -282,7 +264,7 @@ def cached_attention_launch(
     if persistent and programs:
         grid = lambda meta: (programs, BH)  # noqa: E731
     elif persistent:
-        grid = lambda meta: (programs_per_head(q, causal, meta["BLOCK_M"]), BH)  # noqa: E731
+        grid = lambda meta: (programs_per_head(q, meta["BLOCK_M"]), BH)  # noqa: E731
     else:
         grid = lambda meta: (cdiv(S, meta["BLOCK_M"]), BH)  # noqa: E731
     launch_cached(
