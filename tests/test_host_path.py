@@ -494,6 +494,28 @@ def test_the_bench_dry_run_walks_every_row_function(tmp_path):
     assert all(row["agrees_with_torch"] for row in data["dispatch"])
 
 
+@pytest.mark.skipif(runtime.DEVICE != "cuda", reason="a stream's scratch is a GPU's")
+def test_the_descriptor_scratch_is_kept_per_stream_and_size_but_not_for_a_graph():
+    """The scratch of a stream and size is reused by the next launch on that stream (which runs
+    after the last), never shared with another stream, and a graph being captured gets its own:
+    two graphs captured on one stream may be replayed at once."""
+    from kata.kinds import bhsd_attention
+
+    stream = torch.cuda.current_stream().cuda_stream
+    first = bhsd_attention._descriptor_scratch(512, 128, stream)
+    assert bhsd_attention._descriptor_scratch(512, 128, stream) is first
+    assert first.numel() == 512 and first.is_cuda
+    assert bhsd_attention._descriptor_scratch(1024, 128, stream) is not first
+    side = torch.cuda.Stream()
+    assert bhsd_attention._descriptor_scratch(512, 128, side.cuda_stream) is not first
+    graph, captured = torch.cuda.CUDAGraph(), []
+    with torch.cuda.graph(graph):
+        here = torch.cuda.current_stream().cuda_stream
+        captured += [bhsd_attention._descriptor_scratch(512, 128, here) for _ in range(2)]
+    assert captured[0] is not captured[1]
+    assert bhsd_attention._descriptor_scratch(512, 128, stream) is first
+
+
 def test_the_bench_counts_the_descriptor_scratch_a_call_asks_for():
     """The attention host rows time the scratch Triton's launcher requests at each launch of a
     kernel that makes descriptors on the device; the count comes from the allocator the wrapper

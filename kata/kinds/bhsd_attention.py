@@ -142,9 +142,22 @@ def check_fast_attention_inputs(q, k, v) -> None:
     _require_device(q=q, k=k, v=v)
 
 
+_SCRATCH: dict = {}  # (device, stream, bytes) -> the descriptor scratch kept for that stream
+
+
 def _descriptor_scratch(size: int, alignment: int, stream):
-    """Global memory where kernels write the tensor descriptors they make on the device."""
-    return torch.empty(size, dtype=torch.int8, device=runtime.DEVICE)
+    """Global memory where kernels write the tensor descriptors they make on the device. Triton's
+    launcher asks for it at every launch of such a kernel; a new ``torch.empty`` each time cost
+    4-6 us of host time, so one buffer per device, stream and size is kept and reused: the
+    launches on one stream run one after another. Not while a CUDA graph is captured: graphs
+    captured on one stream may be replayed at once, so each gets its own, from its pool."""
+    if runtime.DEVICE != "cuda" or torch.cuda.is_current_stream_capturing():
+        return torch.empty(size, dtype=torch.int8, device=runtime.DEVICE)
+    key = (torch.cuda.current_device(), stream, size)
+    found = _SCRATCH.get(key)
+    if found is None:
+        found = _SCRATCH[key] = torch.empty(size, dtype=torch.int8, device="cuda")
+    return found
 
 
 def launch_fast_attention(kernel, q, k, v, *, causal: bool = False, out=None):

@@ -34,7 +34,7 @@ def _attention_floor(q, k, v, out, causal):
 def scratch_requests(fn) -> list[int]:
     """The sizes of the descriptor scratch (``bhsd_attention._descriptor_scratch``) that one
     call of ``fn`` asks for: Triton's launcher requests it at every launch of a kernel that makes
-    tensor descriptors on the device, and the wrapper pays a ``torch.empty`` for it each time."""
+    tensor descriptors on the device, and the wrapper's allocator hands it over each time."""
     sizes = []
     allocate = bhsd_attention._descriptor_scratch
 
@@ -249,9 +249,10 @@ def _attention_host_rows(bench) -> list[dict]:
             )
         )
         sizes = scratch_requests(fns["fast"])
-        if sizes:  # the scratch the launch asks for, as the launcher allocates it, every call
-            fns["descriptor_scratch"] = lambda sizes=sizes: [
-                bhsd_attention._descriptor_scratch(n, 128, None) for n in sizes
+        if sizes:  # the scratch the launch asks for, as the launcher does, every call
+            stream = None if bench.DRY else torch.cuda.current_stream().cuda_stream
+            fns["descriptor_scratch"] = lambda sizes=sizes, stream=stream: [
+                bhsd_attention._descriptor_scratch(n, 128, stream) for n in sizes
             ]
         row = bench.host_row(name, shape, fns)
         row["descriptor_scratch_bytes_per_call"] = sum(sizes)
