@@ -31,6 +31,7 @@ Triton specialises an integer on its divisibility by 16, so S = 4096 compiles as
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -479,8 +480,8 @@ def compile_sm90(kernel, args: tuple, kwargs: dict) -> dict:
 
 
 def compile_only() -> list[dict]:
-    """07 and the within-head kernel at every COMPILE_CASES shape (bf16, B = 2, H = 3), as their launches
-    would compile them for an H100 / H200."""
+    """07 and the within-head kernel at every COMPILE_CASES shape (bf16, B = 2, H = 3), as
+    their launches would compile them for an H100 / H200."""
     rows = []
     for D, causal, S in COMPILE_CASES:
         q = torch.empty(2, 3, S, D, dtype=torch.bfloat16)
@@ -681,8 +682,8 @@ def time_rows() -> list[dict]:
                 for name, kernel in KERNELS.items():
                     items = (n_m + 1) // 2 if causal or name == "fa3" else n_m
                     for p in (p for p in SWEEP if p <= items):
-                        fns[f"{name}_p{p}"] = lambda q=q, k=k, v=v, c=causal, o=out, f=kernel, p=p: (
-                            launch(f, q, k, v, o, c, p)
+                        fns[f"{name}_p{p}"] = functools.partial(
+                            launch, kernel, q, k, v, out, causal, p
                         )
                 flops = 4 * B * H * S * S * D / (2 if causal else 1)
                 row = {"D": D, "causal": causal, "B": B, "H": H, "S": S}

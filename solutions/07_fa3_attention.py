@@ -17,12 +17,13 @@ tensor-core matmuls of the same warps. FlashAttention-3 gives each job its own w
   warp scheduler does the ping-pong that FlashAttention-3 orders with named barriers;
 * ``gl.warp_specialize`` splits the registers: the producer needs few, the consumers get 240;
 * the grid is **persistent**: ``fa3_attention`` launches as few programs as take the fewest
-  waves of the SMs (``persistent_programs``), and each loops over work items of every head, so that its descriptors and barriers are made once and
-  the next item's Q loads while the last one ends. An item is a pair of query tiles of one
-  head, tile n_m - 1 - j then tile j, which all cost the same when causal (the longer first);
-  the items of a head are adjacent and dealt out in the order the programs start, so the
-  programs in flight share a few heads' K and V in the L2. The descriptors cover the whole
-  (B, H, S, D) tensors: one of each serves every head and still clips at S.
+  waves of the SMs (``persistent_programs``), and each loops over work items of every head, so
+  that its descriptors and barriers are made once and the next item's Q loads while the last
+  one ends. An item is a pair of query tiles of one head, tile n_m - 1 - j then tile j, which
+  all cost the same when causal (the longer first); the items of a head are adjacent and dealt
+  out in the order the programs start, so the programs in flight share a few heads' K and V in
+  the L2. The descriptors cover the whole (B, H, S, D) tensors: one of each serves every head
+  and still clips at S.
 
 The math is exercise 04's, with the same interface (``attention_fwd_kernel``'s parameters) and
 the same host checks. B * H is the grid's second axis, as in 04: under 04's launcher (a program
