@@ -68,7 +68,6 @@ CONFIGS = [triton.Config({"BLOCK_M": ROWS * CONSUMERS, "BLOCK_N": 128, "TMA": Tr
 # The depth of the K/V ring. Three stages do not fit in shared memory at D = 128 (with Q and the
 # output staging); at D = 64, autotuning between 2 and 3 picked either, within noise.
 STAGES = gl.constexpr(2)
-NO_MASK, DIAGONAL, PAST_S = gl.constexpr(0), gl.constexpr(1), gl.constexpr(2)
 FIRST, SECOND = gl.constexpr(0), gl.constexpr(1)  # which consumer: its rows start at WHICH * 64
 
 
