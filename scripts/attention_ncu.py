@@ -48,7 +48,11 @@ KEPT = (
     "Dynamic Shared Memory Per Block",
     "Warp Cycles Per Issued Instruction",
     "No Eligible",
+    "issue_stalled",  # the --metrics below: cycles per issued instruction, by stall reason
 )
+# What the details page's WarpStateStats section charts but does not print: each stall reason's
+# share of the cycles between two issued instructions of a warp.
+STALLS = r"regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
 # (name, exercise or "sdpa", S, D, causal): the misses of issue 29 and a shape that meets it.
 CASES = (
     dict(name="04-D128-S4096", wrapper="04", S=4096, D=128, causal=False),
@@ -56,6 +60,7 @@ CASES = (
     dict(name="sdpa-D128-S4096", wrapper="sdpa", S=4096, D=128, causal=False),
     dict(name="04-D64-S4096", wrapper="04", S=4096, D=64, causal=False),
     dict(name="07-D64-S1024-causal", wrapper="07", S=1024, D=64, causal=True),
+    dict(name="sdpa-D64-S1024-causal", wrapper="sdpa", S=1024, D=64, causal=True),
     dict(name="07-D128-S1024", wrapper="07", S=1024, D=128, causal=False),
     dict(name="sdpa-D128-S1024", wrapper="sdpa", S=1024, D=128, causal=False),
     dict(name="07-D128-S16384", wrapper="07", S=16384, D=128, causal=False),
@@ -104,6 +109,7 @@ def summary(text: str) -> list[dict]:
 def profile(case: dict, out: Path) -> dict:
     command = ["ncu", "--clock-control", "none", "--profile-from-start", "off", "--csv"]
     command += ["--page", "details"] + [a for s in SECTIONS for a in ("--section", s)]
+    command += ["--metrics", STALLS]
     command += [sys.executable, __file__, "launch", case["wrapper"], str(case["S"]), str(case["D"])]
     command += ["--causal"] if case["causal"] else []
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=os.environ)
