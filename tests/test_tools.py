@@ -621,7 +621,8 @@ def test_asking_for_cuda_without_a_gpu_names_what_asked_for_it():
 
 def test_the_ncu_summary_keeps_each_kernels_figures():
     """scripts/attention_ncu.py reads ncu's CSV details page, after ncu's own log lines, into
-    one entry per kernel launch with the kept metrics and their units, and drops the others."""
+    one entry per kernel launch with the kept metrics and their units (the stall reasons asked
+    for with --metrics among them), and drops the others."""
     import importlib.util
 
     path = catalogue.ROOT / "scripts" / "attention_ncu.py"
@@ -633,13 +634,19 @@ def test_the_ncu_summary_keeps_each_kernels_figures():
         '"0","attention_fwd_kernel","GPU Speed Of Light Throughput","Duration","us","812.3"',
         '"0","attention_fwd_kernel","Occupancy","Achieved Occupancy","%","11.9"',
         '"0","attention_fwd_kernel","Launch Statistics","Grid Size","","1024"',
+        '"0","attention_fwd_kernel","Command line profiler metrics",'
+        '"smsp__average_warps_issue_stalled_wait_per_issue_active.ratio","inst","1.55"',
         '"1","cudnn_sdpa_fprop","Launch Statistics","Registers Per Thread","register/thread","168"',
     ]
     text = "==PROF== Connected to process 1\n" + "\n".join([head, *rows]) + "\n"
     assert module.summary(text) == [
         {
             "kernel": "attention_fwd_kernel",
-            "metrics": {"Duration (us)": "812.3", "Achieved Occupancy (%)": "11.9"},
+            "metrics": {
+                "Duration (us)": "812.3",
+                "Achieved Occupancy (%)": "11.9",
+                "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio (inst)": "1.55",
+            },
         },
         {
             "kernel": "cudnn_sdpa_fprop",
