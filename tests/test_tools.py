@@ -735,3 +735,24 @@ def test_the_attention_variants_apply_to_04_and_the_fma_exp2_stays_within_tolera
         assert sass.wrong_configs(fma, q, k, v, causal, want, tol) == {}
     ours = launch_fast_attention(fma.attention_fwd_kernel, q, k, v)
     assert (ours != launch_fast_attention(own.attention_fwd_kernel, q, k, v)).any()
+
+
+def test_fa3_knobs_compiles_its_copy_of_07_apart():
+    """scripts/fa3_knobs.py sets constants on a second copy of 07. Triton must hash a
+    constexpr global's value into the kernel's cache key, or the copy would reuse 07's binary
+    from the cache and time 07 against itself; the same value gives the same key. A constant
+    07 does not have is refused by name."""
+    import importlib.util
+
+    path = catalogue.ROOT / "scripts" / "fa3_knobs.py"
+    spec = importlib.util.spec_from_file_location("fa3_knobs", path)
+    knobs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(knobs)
+    fa3 = knobs.FA3.attention_fwd_kernel.fn
+    same = knobs.variant({"STAGES": int(knobs.FA3.STAGES)}).attention_fwd_kernel.fn
+    changed = knobs.variant({"STAGES": 3})
+    assert int(changed.STAGES) == 3 and int(knobs.FA3.STAGES) == 2
+    assert changed.attention_fwd_kernel.fn.cache_key != fa3.cache_key
+    assert same.cache_key == fa3.cache_key
+    with pytest.raises(SystemExit, match="07 has no constexpr constant NOPE"):
+        knobs.variant({"NOPE": 1})
