@@ -22,6 +22,7 @@ take as given. The timings put 07 (at its count and at 1, 2 and 4 programs a hea
 within-head schedule (at 1, 2 and 4), 07 on its tile grid, and cuDNN. Usage:
 
     python3 scripts/fa3_persistent.py --out DIR   # Hopper GPU: check, then time
+    python3 scripts/fa3_persistent.py --check-only   # Hopper GPU: the checks alone
     python3 scripts/fa3_persistent.py --compile-only [--out DIR]   # no GPU: sm_90 by ptxas
 
 Both write DIR/fa3_persistent.json when --out is given. S is compiled at 1000 and 1024 only:
@@ -735,7 +736,7 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def on_gpu() -> dict:
+def on_gpu(timed: bool = True) -> dict:
     """Refuse anywhere but a Hopper GPU; else check, and time only if every check passed."""
     if runtime.BACKEND != "cuda":
         sys.exit(
@@ -754,11 +755,11 @@ def on_gpu() -> dict:
         "versions": runtime.versions(),
         "checks": check(),
     }
-    if all(passed(r) for r in result["checks"]):
+    if not all(passed(r) for r in result["checks"]):
+        print("fa3_persistent: a check failed, so nothing was timed")
+    elif timed:
         result["timings"] = time_rows()
         print(table(result["timings"]))
-    else:
-        print("fa3_persistent: a check failed, so nothing was timed")
     return result
 
 
@@ -768,11 +769,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--compile-only", action="store_true", help="compile for sm_90 on the CPU, launch nothing"
     )
+    parser.add_argument(
+        "--check-only", action="store_true", help="on the GPU: the checks, no timings"
+    )
     args = parser.parse_args(argv)
     if args.compile_only:
         result = {"versions": runtime.versions(), "compiled": compile_only()}
     else:
-        result = on_gpu()
+        result = on_gpu(timed=not args.check_only)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "fa3_persistent.json").write_text(json.dumps(result, indent=1) + "\n")

@@ -35,6 +35,9 @@ for ex in catalogue.ALL_EXERCISES:
   log "the 07 showcase (Gluon) as a 04 submission: it runs only its own tiles, so the pinned pointer-load cases fail"
   mkdir -p /tmp/fa3 && cp solutions/07_fa3_attention.py "/tmp/fa3/$(python3 -c 'from kata.catalogue import find; print(find("04").filename)')"
   python3 -m grader 04 --target /tmp/fa3 --report /tmp/fa3.json 2>&1 | tail -8
+  log "07's own checks: its persistent grid bit for bit against its tile grid, into NaN"
+  python3 scripts/fa3_persistent.py --check-only --out "$out/fa3" 2>&1 | grep -v "^check " | tail -4
+  grep -c '"equal_to_tile_grid": true' "$out/fa3/fa3_persistent.json"
   log "extensions track: solutions, then untouched skeletons"
   python3 -m grader --track extensions --target solutions --report /tmp/ext.json 2>&1 | tail -4
   python3 -m grader --track extensions --target /tmp/sk --report /tmp/ext-ex.json 2>&1 | tail -4
