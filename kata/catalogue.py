@@ -171,10 +171,11 @@ def load_text(text: str, path: Path | str, name: str) -> ModuleType:
     return module
 
 
-def load_file(path: Path | str) -> ModuleType:
-    """Import a kernel file by path (its name starts with a digit, so `import` cannot)."""
+def load_file(path: Path | str, name: str | None = None) -> ModuleType:
+    """Import a kernel file by path (its name starts with a digit, so `import` cannot), as a
+    module of its own; ``name`` gives a second copy of a file loaded already a name apart."""
     path = Path(path).resolve()
-    name = f"kata_submission_{path.parent.name}_{path.stem}".replace("-", "_")
+    name = name or f"kata_submission_{path.parent.name}_{path.stem}".replace("-", "_")
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")

@@ -5,9 +5,10 @@ depth of the K/V ring; ``Q_BUFFERS``, query tiles in flight). This script import
 of 07 under another module name, sets the constants asked for (Triton hashes a constexpr
 global's value into the kernel's cache key, so the copy compiles apart), and then:
 
-* on a Hopper GPU, checks the copy into NaN at ragged S (1000 and 1100, on 1 and 2 programs a
-  head) and at the timed shapes on 07's count, against SDPA in fp32 with 04's tolerance and bit
-  for bit against 07 on its tile grid; if every check passes, times the copy's wrapper beside
+* on a Hopper GPU, runs fa3_persistent.py's checks of 07 on the copy (ragged S on 1 and 2
+  programs a head, the strides a rank-4 descriptor cannot take as given, the timed shapes on
+  07's count; into NaN, against SDPA in fp32 with 04's tolerance and bit for bit against 07 on
+  its tile grid and through its wrapper); if every check passes, times the copy's wrapper beside
   07's and SDPA's cuDNN backend (bf16, B * S = 16k, H * D = 2048, S = 1024 and 4096);
 * with --compile-only, compiles both for sm_90 on the CPU (registers, spills, shared memory).
 
@@ -19,10 +20,8 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib.util
 import json
 import sys
-import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,101 +37,20 @@ import fa3_persistent as persistent  # noqa: E402
 import torch  # noqa: E402
 from triton.experimental.gluon import language as gl  # noqa: E402
 
+from kata import catalogue  # noqa: E402
 from kata.authoring import bench  # noqa: E402
-from kata.kinds import bhsd_attention  # noqa: E402
 
 FA3 = persistent.FA3
 
 
 def variant(knobs: dict[str, int]):
     """A second copy of 07, its own module, with ``knobs`` set before any kernel compiles."""
-    path = Path(FA3.__file__)
-    spec = importlib.util.spec_from_file_location("fa3_knobs_variant", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = catalogue.load_file(FA3.__file__, name="fa3_knobs_variant")
     for name, value in knobs.items():
         if not isinstance(getattr(module, name, None), gl.constexpr):
             sys.exit(f"fa3_knobs: 07 has no constexpr constant {name}")
         setattr(module, name, gl.constexpr(value))
     return module
-
-
-def compile_only(var, dims) -> list[dict]:
-    rows = []
-    for D, causal, S in persistent.COMPILE_CASES:
-        if D not in dims:
-            continue
-        q = torch.empty(2, 3, S, D, dtype=torch.bfloat16)
-        args, kwargs = persistent.launch_args(q, q, q, q, causal)
-        kwargs.update(persistent.CONFIG.all_kwargs())
-        row = {"D": D, "causal": causal, "S": S}
-        for name, module in (("fa3", FA3), ("variant", var)):
-            try:
-                found = persistent.compile_sm90(module.attention_fwd_kernel.fn, args, kwargs)
-            except Exception as e:  # noqa: BLE001 (report where it fails, go on)
-                found = {"error": f"{type(e).__name__}: {str(e)[:2000]}"}
-            row[name] = found
-            print(
-                f"D={D} causal={causal} S={S} {name}: "
-                + (
-                    f"FAILED {found['error'][:300]}"
-                    if "error" in found
-                    else f"{found['registers']} regs, spills {found['spill_store_bytes']}/"
-                    f"{found['spill_load_bytes']} B, {found['shared_bytes']} B shared"
-                ),
-                flush=True,
-            )
-        rows.append(row)
-    return rows
-
-
-def check(var, dims) -> list[dict]:
-    from torch.nn.functional import scaled_dot_product_attention as sdpa
-
-    atol, rtol = bhsd_attention.INTERFACE.tolerance("out", "bfloat16")
-    cases = [
-        {"D": D, "causal": causal, "B": 3, "H": 5, "S": S, "programs": p}
-        for D in dims
-        for causal in (False, True)
-        for S in (1000, 1100)
-        for p in (1, 2)
-    ]
-    cases += [
-        {"D": D, "causal": causal, "B": 16384 // S, "H": 2048 // D, "S": S, "programs": None}
-        for D in dims
-        for causal in (False, True)
-        for S in persistent.TIMED_S
-    ]
-    rows = []
-    for case in cases:
-        D, causal, B, H, S, programs = (case[k] for k in ("D", "causal", "B", "H", "S", "programs"))
-        torch.manual_seed(0)
-        q, k, v = persistent._inputs(B, H, S, D, None)
-        out, tiles = (torch.full_like(q, float("nan")) for _ in range(2))
-        label = f"variant D={D} causal={causal} B={B} H={H} S={S} on {programs or '07s count'}"
-        watchdog = threading.Timer(persistent.HANG_S, persistent._hung, (label,))
-        watchdog.start()
-        persistent.launch(var.attention_fwd_kernel, q, k, v, out, causal, programs)
-        torch.cuda.synchronize()
-        watchdog.cancel()
-        persistent.launch(FA3.attention_fwd_kernel, q, k, v, tiles, causal, 0)
-        ref = sdpa(q.float(), k.float(), v.float(), is_causal=causal)
-        err = (out.float() - ref).abs()
-        row = {
-            **case,
-            "max_err_vs_fp32": float(err.nan_to_num(float("inf")).max()),
-            "within_tolerance": bool((err <= atol + rtol * ref.abs()).all()),
-            "equal_to_tile_grid": bool(torch.equal(out, tiles)),
-        }
-        rows.append(row)
-        print(
-            f"check {label:<64} max err {row['max_err_vs_fp32']:.1e}"
-            + ("" if row["equal_to_tile_grid"] else "  NOT EQUAL TO 07's TILE GRID")
-            + ("" if row["within_tolerance"] else "  OUT OF TOLERANCE"),
-            flush=True,
-        )
-    return rows
 
 
 def time_rows(var, dims) -> list[dict]:
@@ -191,14 +109,17 @@ def main(argv: list[str] | None = None) -> int:
     var = variant(knobs)
     result: dict = {"knobs": knobs, "versions": runtime.versions()}
     ok = True
+    kernels = {"variant": var.attention_fwd_kernel}
     if args.compile_only:
-        result["compiled"] = compile_only(var, dims)
+        result["compiled"] = persistent.compile_only(
+            {"fa3": FA3.attention_fwd_kernel, **kernels}, dims
+        )
     else:
         if runtime.BACKEND != "cuda" or torch.cuda.get_device_capability()[0] != 9:
             sys.exit("fa3_knobs: needs a Hopper GPU (sm_90). Without one: --compile-only")
         result["device"] = torch.cuda.get_device_name()
-        result["checks"] = check(var, dims)
-        ok = all(r["within_tolerance"] and r["equal_to_tile_grid"] for r in result["checks"])
+        result["checks"] = persistent.check(kernels, dims)
+        ok = all(persistent.passed(r) for r in result["checks"])
         if ok:
             result["timings"] = time_rows(var, dims)
         else:

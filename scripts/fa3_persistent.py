@@ -377,6 +377,10 @@ def within_head_fwd_kernel(
 # ---- host side ---------------------------------------------------------------------------------
 
 
+# The kernels checked, timed and compiled: 07 first, then the schedule it replaced.
+KERNELS = {"fa3": FA3.attention_fwd_kernel, "within_head": within_head_fwd_kernel}
+
+
 def launch_args(q, k, v, out, causal: bool) -> tuple:
     """(positional arguments, keywords) of one launch, as 04's grader passes them."""
     B, H, S, D = q.shape
@@ -480,21 +484,20 @@ def compile_sm90(kernel, args: tuple, kwargs: dict) -> dict:
     }
 
 
-def compile_only() -> list[dict]:
-    """07 and the within-head kernel at every COMPILE_CASES shape (bf16, B = 2, H = 3), as
-    their launches would compile them for an H100 / H200."""
+def compile_only(kernels: dict = KERNELS, dims: tuple = (64, 128)) -> list[dict]:
+    """``kernels`` (07 and the within-head kernel) at every COMPILE_CASES shape of ``dims``
+    (bf16, B = 2, H = 3), as their launches would compile them for an H100 / H200."""
     rows = []
     for D, causal, S in COMPILE_CASES:
+        if D not in dims:
+            continue
         q = torch.empty(2, 3, S, D, dtype=torch.bfloat16)
         args, kwargs = launch_args(q, q, q, q, causal)
         kwargs.update(CONFIG.all_kwargs())
         row = {"D": D, "causal": causal, "S": S}
-        for name, kernel in (
-            ("fa3", FA3.attention_fwd_kernel.fn),
-            ("within_head", within_head_fwd_kernel.fn),
-        ):
+        for name, kernel in kernels.items():
             try:
-                row[name] = compile_sm90(kernel, args, kwargs)
+                row[name] = compile_sm90(kernel.fn, args, kwargs)
             except Exception as e:  # noqa: BLE001 (report where it fails, go on)
                 row[name] = {"error": f"{type(e).__name__}: {str(e)[:2000]}"}
         rows.append(row)
@@ -504,8 +507,9 @@ def compile_only() -> list[dict]:
 
 def _compile_line(row: dict) -> str:
     parts = [f"D={row['D']:<3} causal={row['causal']!s:<5} S={row['S']:<5}"]
-    for name in ("fa3", "within_head"):
-        r = row[name]
+    for name, r in row.items():
+        if name in ("D", "causal", "S"):
+            continue
         if "error" in r:
             parts.append(f"{name}: FAILED {r['error'][:300]}")
             continue
@@ -529,21 +533,22 @@ TIMED_S = (1024, 4096)  # the bench's quick attention rows, B * S = 16384 and H 
 # first launch of a shape includes its compilation, a few seconds).
 HANG_S = 120
 SWEEP = (1, 2, 4)  # programs a head at which both schedules are also timed
-KERNELS = {"fa3": FA3.attention_fwd_kernel, "within_head": within_head_fwd_kernel}
 
 
-def _check_cases() -> list[dict]:
+def _check_cases(kernels: dict, dims: tuple) -> list[dict]:
     """Each check's kernel, shape, programs a head (None: 07's count) and layout. First ragged
     S on 1 and 2 programs a head: a program runs items of several heads and of unequal length
     back to back (S = 1100 has an odd count of query tiles, whose middle one is an item alone),
     where a barrier's phase would go wrong first. Then, for 07, strides that 04's host checks
     allow and a rank-4 descriptor cannot take as given: a batch of one with a batch stride of
-    7 elements, and K and V shared by every head (head stride 0). Then the timed shapes."""
+    7 elements, and K and V shared by every head (head stride 0). Then the timed shapes. 07's
+    cases are those of the first of ``kernels``."""
+    subject = next(iter(kernels))
     cases = []
-    for D in (64, 128):
+    for D in dims:
         for causal in (False, True):
             shape = {"D": D, "causal": causal}
-            for kernel in KERNELS:
+            for kernel in kernels:
                 cases += [
                     {**shape, "kernel": kernel, "B": 3, "H": 5, "S": S, "programs": p}
                     for S in (1000, 1100)
@@ -552,7 +557,7 @@ def _check_cases() -> list[dict]:
             cases += [
                 {
                     **shape,
-                    "kernel": "fa3",
+                    "kernel": subject,
                     "B": 1,
                     "H": 3,
                     "S": 383,
@@ -561,7 +566,7 @@ def _check_cases() -> list[dict]:
                 },
                 {
                     **shape,
-                    "kernel": "fa3",
+                    "kernel": subject,
                     "B": 2,
                     "H": 3,
                     "S": 383,
@@ -572,7 +577,7 @@ def _check_cases() -> list[dict]:
             cases += [
                 {
                     **shape,
-                    "kernel": "fa3",
+                    "kernel": subject,
                     "B": 16384 // S,
                     "H": 2048 // D,
                     "S": S,
@@ -599,7 +604,7 @@ def _hung(label: str) -> None:
     os._exit(3)
 
 
-def check() -> list[dict]:
+def check(kernels: dict = KERNELS, dims: tuple = (64, 128)) -> list[dict]:
     """Each case's output (into a NaN-filled tensor, so that a skipped tile shows) against SDPA
     in fp32 with 04's grader's tolerance, and bit for bit against 07 on its tile grid."""
     from torch.nn.functional import scaled_dot_product_attention as sdpa
@@ -607,7 +612,7 @@ def check() -> list[dict]:
     atol, rtol = bhsd_attention.INTERFACE.tolerance("out", "bfloat16")
     block_m = CONFIG.kwargs["BLOCK_M"]
     rows = []
-    for case in _check_cases():
+    for case in _check_cases(kernels, dims):
         D, causal, B, H, S, layout = (case[k] for k in ("D", "causal", "B", "H", "S", "layout"))
         torch.manual_seed(0)
         q, k, v = _inputs(B, H, S, D, layout)
@@ -619,7 +624,7 @@ def check() -> list[dict]:
         )
         watchdog = threading.Timer(HANG_S, _hung, (label,))
         watchdog.start()
-        launch(KERNELS[case["kernel"]], q, k, v, out, causal, case["programs"])
+        launch(kernels[case["kernel"]], q, k, v, out, causal, case["programs"])
         torch.cuda.synchronize()
         watchdog.cancel()
         launch(FA3.attention_fwd_kernel, q, k, v, tiles, causal, 0)

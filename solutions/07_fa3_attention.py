@@ -19,11 +19,11 @@ tensor-core matmuls of the same warps. FlashAttention-3 gives each job its own w
 * the grid is **persistent**: ``fa3_attention`` launches as few programs as take the fewest
   waves of the SMs (``persistent_programs``), and each loops over work items of every head, so
   that its descriptors and barriers are made once; Q has two buffers, so the next query tile's
-  Q loads while the consumers still work on this one. An item is a pair of query tiles of one head, tile n_m - 1 - j then tile j, which
-  all cost the same when causal (the longer first); the items of a head are adjacent and dealt
-  out in the order the programs start, so the programs in flight share a few heads' K and V in
-  the L2. The descriptors cover the whole (B, H, S, D) tensors: one of each serves every head
-  and still clips at S.
+  Q loads while the consumers still work on this one. An item is a pair of query tiles of one
+  head, tile n_m - 1 - j then tile j, which all cost the same when causal (the longer first);
+  the items of a head are adjacent and dealt out in the order the programs start, so the
+  programs in flight share a few heads' K and V in the L2. The descriptors cover the whole
+  (B, H, S, D) tensors: one of each serves every head and still clips at S.
 
 The math is exercise 04's, with the same interface (``attention_fwd_kernel``'s parameters) and
 the same host checks. B * H is the grid's second axis, as in 04: under 04's launcher (a program
@@ -130,8 +130,9 @@ def _producer(
 ):
     """For each query tile of this program's items: its Q, then its key and value tiles. ``t``
     counts the query tiles: tile t's Q goes to buffer t % Q_BUFFERS. ``i`` counts the K/V tiles
-    streamed over all items: tile i goes to stage i % STAGES, its (i // STAGES)-th use. K and V have separate "empty" barriers: a K tile is free once its
-    scores are in registers, while its V tile stays in use until the next P @ V has finished."""
+    streamed over all items: tile i goes to stage i % STAGES, its (i // STAGES)-th use. K and V
+    have separate "empty" barriers: a K tile is free once its scores are in registers, while its
+    V tile stays in use until the next P @ V has finished."""
     n_m = gl.cdiv(S, BLOCK_M)
     i = 0
     t = 0

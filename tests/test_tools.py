@@ -623,12 +623,7 @@ def test_the_ncu_summary_keeps_each_kernels_figures():
     """scripts/attention_ncu.py reads ncu's CSV details page, after ncu's own log lines, into
     one entry per kernel launch with the kept metrics and their units (the stall reasons asked
     for with --metrics among them), and drops the others."""
-    import importlib.util
-
-    path = catalogue.ROOT / "scripts" / "attention_ncu.py"
-    spec = importlib.util.spec_from_file_location("attention_ncu", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = catalogue.load_file(catalogue.ROOT / "scripts" / "attention_ncu.py")
     head = '"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value"'
     rows = [
         '"0","attention_fwd_kernel","GPU Speed Of Light Throughput","Duration","us","812.3"',
@@ -657,13 +652,7 @@ def test_the_ncu_summary_keeps_each_kernels_figures():
 
 
 def _attention_sass():
-    import importlib.util
-
-    path = catalogue.ROOT / "scripts" / "attention_sass.py"
-    spec = importlib.util.spec_from_file_location("attention_sass", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return catalogue.load_file(catalogue.ROOT / "scripts" / "attention_sass.py")
 
 
 def test_the_sass_reading_finds_the_key_loop_and_what_each_wgmma_overlaps():
@@ -742,12 +731,7 @@ def test_fa3_knobs_compiles_its_copy_of_07_apart():
     constexpr global's value into the kernel's cache key, or the copy would reuse 07's binary
     from the cache and time 07 against itself; the same value gives the same key. A constant
     07 does not have is refused by name."""
-    import importlib.util
-
-    path = catalogue.ROOT / "scripts" / "fa3_knobs.py"
-    spec = importlib.util.spec_from_file_location("fa3_knobs", path)
-    knobs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(knobs)
+    knobs = catalogue.load_file(catalogue.ROOT / "scripts" / "fa3_knobs.py")
     fa3 = knobs.FA3.attention_fwd_kernel.fn
     same = knobs.variant({"STAGES": int(knobs.FA3.STAGES)}).attention_fwd_kernel.fn
     changed = knobs.variant({"STAGES": 3})
