@@ -1,6 +1,8 @@
 """Exercise 05 compiled for an H200 (sm_90) on this machine, no GPU needed: the global loads in
 its PTX for each expert count and logit type, to see how wide they are and how many copies of
-the routing a kernel holds.
+the routing a kernel holds; and its SASS instructions, per thread and per row of logits (the
+kernel has no loop, so each thread runs each instruction at most once: where a kernel holds two
+copies of the routing, one of them runs).
 
     KATA_DEVICE=compiler python scripts/gating_ptx.py [FILE]
 """
@@ -9,7 +11,9 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +27,19 @@ from triton.runtime.jit import create_function_from_signature  # noqa: E402
 
 from kata import catalogue  # noqa: E402
 
-SHAPES = ((8, 8), (60, 60), (60, 61), (64, 64), (128, 128), (160, 160), (256, 256))  # (E, stride)
+# (E, row stride in logits), each compiled for fp32 and bf16 logits
+SHAPES = (
+    (8, 8),
+    (16, 16),
+    (60, 60),
+    (60, 61),
+    (64, 64),
+    (80, 80),
+    (96, 96),
+    (128, 128),
+    (160, 160),
+    (256, 256),
+)
 
 
 def main() -> int:
@@ -51,11 +67,32 @@ def main() -> int:
                 backend, kwargs, bound, specialization, options
             )
             src = ASTSource(inner, signature, constexprs, attrs)
-            ptx = triton.compile(src, target=target, options=options.__dict__).asm["ptx"]
-            loads = re.findall(r"ld\.global[.\w]*", ptx)
+            compiled = triton.compile(src, target=target, options=options.__dict__)
+            loads = re.findall(r"ld\.global[.\w]*", compiled.asm["ptx"])
             kinds = ", ".join(f"{loads.count(k)} {k}" for k in sorted(set(loads)))
-            print(f"{str(dtype)[6:]:9} E={E:<4} stride={stride:<4} {kinds}")
+            sass = sass_instructions(compiled.asm["cubin"])
+            per_row = sass * warps * 32 / block_m
+            print(
+                f"{str(dtype)[6:]:9} E={E:<4} stride={stride:<4} {kinds}; "
+                f"SASS {sass} per thread, {per_row:.0f} thread-instructions per row"
+            )
     return 0
+
+
+def sass_instructions(cubin: bytes) -> int:
+    """The instructions in a cubin's SASS (Triton's bundled cuobjdump)."""
+    from triton import knobs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        sass = subprocess.run(
+            [knobs.nvidia.cuobjdump.path, "-sass", str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    return len(re.findall(r"^\s+/\*[0-9a-f]{4}\*/\s+\S", sass, flags=re.M))
 
 
 if __name__ == "__main__":
