@@ -241,8 +241,13 @@ def _route_tile(
     CHUNK_BYTES: tl.constexpr = (
         16 if BLOCK_E * BITS <= 512 else min(max(BLOCK_E * BITS // 32, 64), 128)
     )
-    CHUNK: tl.constexpr = min(BLOCK_E, CHUNK_BYTES * 8 // BITS)
-    NCHUNK: tl.constexpr = BLOCK_E // CHUNK
+    WIDE: tl.constexpr = min(BLOCK_E, CHUNK_BYTES * 8 // BITS)
+    # The chunks cover E, not BLOCK_E: every lane past E would cost the compares of a real
+    # logit (E = 160 is padded to 256). Where half a chunk, still 64 bytes, divides E and a
+    # whole one does not, half chunks leave no lane idle: E = 160 in 5 chunks of 32.
+    HALVE: tl.constexpr = (E % WIDE != 0) and (E % (WIDE // 2) == 0) and (WIDE * BITS >= 1024)
+    CHUNK: tl.constexpr = WIDE // 2 if HALVE else WIDE
+    NCHUNK: tl.constexpr = (E + CHUNK - 1) // CHUNK
     cols = tl.arange(0, CHUNK)
     # Rows past M read the last token again (they are never stored), so loads need no row mask.
     safe_rows = tl.minimum(rows, M - 1).to(tl.int64)

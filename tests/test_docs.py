@@ -831,26 +831,36 @@ def test_04s_page_counts_the_configurations_the_autotuner_times(solution):
 
 
 def test_05s_chunk_widths_are_the_kernels():
-    """The logits per chunk that 05's docstring and page quote at E = 128, computed with the
-    kernel's own constexpr lines (a chunk is a quarter of the row, 64 to 128 bytes)."""
+    """The logits per chunk that 05's docstring and page quote at E = 128, and its comment at
+    E = 160, computed with the kernel's own constexpr lines (a chunk is a quarter of the row, 64
+    to 128 bytes, halved where that leaves no lane past E)."""
     import ast
 
     ex = catalogue.find("05")
     source = (catalogue.SOLUTIONS / f"{ex.stem}.py").read_text()
     lines = {}
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.AnnAssign) and node.target.id in ("CHUNK_BYTES", "CHUNK"):
+        if isinstance(node, ast.AnnAssign) and node.target.id in CHUNK_NAMES:
             lines[node.target.id] = ast.unparse(node.value)
+    assert set(lines) == set(CHUNK_NAMES)
 
-    def chunk(bits: int, block_e: int = 128) -> int:
-        names = {"BLOCK_E": block_e, "BITS": bits, "min": min, "max": max}
-        names["CHUNK_BYTES"] = eval(lines["CHUNK_BYTES"], names)
-        return eval(lines["CHUNK"], names)
+    def chunks(bits: int, E: int) -> tuple[int, int]:
+        """(logits per chunk, chunks per row)."""
+        names = {"E": E, "BLOCK_E": 1 << (E - 1).bit_length(), "BITS": bits, "min": min, "max": max}
+        for name in CHUNK_NAMES:
+            names[name] = eval(lines[name], names)
+        return names["CHUNK"], names["NCHUNK"]
 
-    quoted = f"{chunk(32)} fp32 or {chunk(16)} bf16 logits at E = 128"
+    quoted = f"{chunks(32, 128)[0]} fp32 or {chunks(16, 128)[0]} bf16 logits at E = 128"
     page = (docs.PAGES / f"{ex.stem}.md").read_text()
     for where, text in (("docstring", source), ("page", page)):
         assert quoted in " ".join(text.split()), where
+    assert chunks(32, 160) == chunks(16, 160)
+    width, count = chunks(16, 160)
+    assert f"E = 160 in {count} chunks of {width}" in " ".join(source.split())
+
+
+CHUNK_NAMES = ("CHUNK_BYTES", "WIDE", "HALVE", "CHUNK", "NCHUNK")  # in 05's order
 
 
 def _assigned(path: Path) -> set[str]:

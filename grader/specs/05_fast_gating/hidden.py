@@ -37,6 +37,13 @@ CASES = [
     Case(name="bf16-40x6", about="40 tokens x 6 experts (padded to 8), bfloat16",
          inputs={"logits": round_to(logits(409, 40, 6)["logits"], "bfloat16")}, dtype="bfloat16",
          config=ROWS_16),
+    # E = 160 is read in five chunks of 32 (fp32 and bf16), E = 80 in fp32 in five of 16: no
+    # chunk wholly past E, as a chunk width fixed by the padded 256 or 128 would leave.
+    Case(name="bf16-40x160", about="40 tokens x 160 experts (padded to 256), bfloat16",
+         inputs={"logits": round_to(logits(410, 40, 160)["logits"], "bfloat16")}, dtype="bfloat16",
+         config=ROWS_32),
+    Case(name="random-40x80", about="40 tokens x 80 experts (padded to 128)",
+         inputs=logits(411, 40, 80), config=ROWS_16),
     Case(name="bf16-77x8",
          about="77 tokens x 8 experts, bfloat16, under every rows-per-program the kernel's autotuner offers",
          inputs={"logits": round_to(logits(408, 77, 8)["logits"], "bfloat16")}, dtype="bfloat16",
@@ -61,7 +68,8 @@ CHECKS = [
     Check(id="fast-gating-top2", todo="top2-mask", points=25,
           about="Many rows per program, rows not a multiple of a tile, bfloat16, padded E, ties",
           cases=("random-1000x64", "random-333x128", "random-77x8", "bf16-200x64", "negative-e6",
-                 "ties-e8", "dominant-e16", "bf16-40x9", "bf16-40x6", "bf16-77x8"), judge="top2",
+                 "ties-e8", "dominant-e16", "bf16-40x9", "bf16-40x6", "bf16-40x160", "random-40x80", "bf16-77x8"),
+          judge="top2",
           traps=(TOP2_NOT_MASKED, TOP1_FILL_TOO_HIGH, TIES_NOT_LOWEST_INDEX),
           requires="rows-per-program"),
 ]
