@@ -248,9 +248,14 @@ def _route_tile(
     )
     WIDE: tl.constexpr = min(BLOCK_E, CHUNK_BYTES * 8 // BITS)
     # The chunks cover E, not BLOCK_E: every lane past E would cost the compares of a real
-    # logit (E = 160 is padded to 256). Where half a chunk, still 64 bytes, divides E and a
-    # whole one does not, half chunks leave no lane idle: E = 160 in 5 chunks of 32.
-    HALVE: tl.constexpr = (E % WIDE != 0) and (E % (WIDE // 2) == 0) and (WIDE * BITS >= 1024)
+    # logit (E = 160 is padded to 256). Chunks are halved (to no less than 32 bytes) where that
+    # leaves no lane idle, as where half a chunk divides E and a whole one does not (E = 160 in
+    # 5 chunks of 32), or where a row is not a multiple of 16 bytes (E = 60 in bf16): loads of
+    # such rows are at most 8 bytes wide, so a 64-byte chunk spreads over 8 threads, and each
+    # pick takes three rounds of shuffles, and each of the 8 repeats the row's weights.
+    FILLS: tl.constexpr = (E % WIDE != 0) and (E % (WIDE // 2) == 0) and (WIDE * BITS >= 1024)
+    NARROW: tl.constexpr = (E * BITS % 128 != 0) and (WIDE * BITS >= 512)
+    HALVE: tl.constexpr = FILLS or NARROW
     CHUNK: tl.constexpr = WIDE // 2 if HALVE else WIDE
     NCHUNK: tl.constexpr = (E + CHUNK - 1) // CHUNK
     cols = tl.arange(0, CHUNK)

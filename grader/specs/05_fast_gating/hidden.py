@@ -38,7 +38,11 @@ CASES = [
          inputs={"logits": round_to(logits(409, 40, 6)["logits"], "bfloat16")}, dtype="bfloat16",
          config=ROWS_16),
     # E = 160 is read in five chunks of 32 (fp32 and bf16), E = 80 in fp32 in five of 16: no
-    # chunk wholly past E, as a chunk width fixed by the padded 256 or 128 would leave.
+    # chunk wholly past E, as a chunk width fixed by the padded 256 or 128 would leave. Rows of
+    # 120 bytes (E = 60, bf16) go in chunks of 16 logits, the last one partly past E.
+    Case(name="bf16-40x60", about="40 tokens x 60 experts (padded to 64), bfloat16",
+         inputs={"logits": round_to(logits(412, 40, 60)["logits"], "bfloat16")}, dtype="bfloat16",
+         config=ROWS_32),
     Case(name="bf16-40x160", about="40 tokens x 160 experts (padded to 256), bfloat16",
          inputs={"logits": round_to(logits(410, 40, 160)["logits"], "bfloat16")}, dtype="bfloat16",
          config=ROWS_32),
@@ -68,7 +72,7 @@ CHECKS = [
     Check(id="fast-gating-top2", todo="top2-mask", points=25,
           about="Many rows per program, rows not a multiple of a tile, bfloat16, padded E, ties",
           cases=("random-1000x64", "random-333x128", "random-77x8", "bf16-200x64", "negative-e6",
-                 "ties-e8", "dominant-e16", "bf16-40x9", "bf16-40x6", "bf16-40x160", "random-40x80", "bf16-77x8"),
+                 "ties-e8", "dominant-e16", "bf16-40x9", "bf16-40x6", "bf16-40x160", "random-40x80", "bf16-40x60", "bf16-77x8"),
           judge="top2",
           traps=(TOP2_NOT_MASKED, TOP1_FILL_TOO_HIGH, TIES_NOT_LOWEST_INDEX),
           requires="rows-per-program"),
