@@ -6,7 +6,8 @@ and the job becomes what it should be: reading M * E numbers once, at memory ban
 ideas get it there.
 
 * Work inside each thread. The row is read as a few chunks (a quarter of the row, 64 to 128
-  bytes: 32 fp32 or 32 bf16 logits at E = 128). Every position of a chunk is a *slot*: chunk
+  bytes: 32 fp32 or 32 bf16 logits at E = 128; half that where it fits E better, or where rows
+  are not a multiple of 16 bytes). Every position of a chunk is a *slot*: chunk
   after chunk, each slot keeps the best two logits it has seen, with plain elementwise compares
   and selects in registers. Only at the end do the slots of a row meet, in two short
   reductions: the row's top-1 is the best slot, and its top-2 the best slot once the top-1 has
