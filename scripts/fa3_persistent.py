@@ -66,6 +66,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (  # noqa: E402
 )
 
 from kata.authoring import bench  # noqa: E402
+from kata.authoring.sass import disassemble  # noqa: E402
 from kata.kinds import bhsd_attention  # noqa: E402
 
 FA3 = bench.load("07")  # the partitions' shared steps and the configuration are 07's
@@ -432,17 +433,7 @@ def _sass_counts(cubin: bytes) -> dict:
     """Counts in the SASS (Triton's bundled cuobjdump) that tell whether the products stay
     asynchronous and where registers spill: wgmma instructions, waits that leave one wgmma
     group in flight (07's pipelining), and local-memory loads and stores."""
-    from triton import knobs
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "kernel.cubin"
-        path.write_bytes(cubin)
-        sass = subprocess.run(
-            [knobs.nvidia.cuobjdump.path, "-sass", str(path)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+    sass = disassemble(cubin)
     return {
         "hgmma": len(re.findall(r"\bHGMMA\.", sass)),
         "wgmma_waits_le_1": len(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x1\b", sass)),

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,6 +24,7 @@ from triton.compiler import ASTSource, make_backend  # noqa: E402
 from triton.runtime.jit import create_function_from_signature  # noqa: E402
 
 from kata import catalogue  # noqa: E402
+from kata.authoring import sass  # noqa: E402
 
 # (E, row stride in logits), each compiled for fp32 and bf16 logits
 SHAPES = (
@@ -80,19 +79,8 @@ def main() -> int:
 
 
 def sass_instructions(cubin: bytes) -> int:
-    """The instructions in a cubin's SASS (Triton's bundled cuobjdump)."""
-    from triton import knobs
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "kernel.cubin"
-        path.write_bytes(cubin)
-        sass = subprocess.run(
-            [knobs.nvidia.cuobjdump.path, "-sass", str(path)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    return len(re.findall(r"^\s+/\*[0-9a-f]{4}\*/\s+\S", sass, flags=re.M))
+    """The instructions in a cubin's SASS."""
+    return len(re.findall(r"^\s+/\*[0-9a-f]{4}\*/\s+\S", sass.disassemble(cubin), flags=re.M))
 
 
 if __name__ == "__main__":
