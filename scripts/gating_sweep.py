@@ -23,6 +23,7 @@ Writes ``DIR/gating_sweep.json`` and prints a table last.
 from __future__ import annotations
 
 import argparse
+import ast
 import functools
 import json
 import os
@@ -53,7 +54,7 @@ DEVICE = "cpu"
 
 # Anchors in the solution file that the variants rewrite (a variant whose anchor is missing is
 # skipped, with a note).
-CHUNK_LINE = "CHUNK_BYTES: tl.constexpr = min(max(BLOCK_E * BITS // 32, 64), 128)"
+CHUNK_LINE = "CHUNK: tl.constexpr = WIDE // 2 if HALVE else WIDE"
 PID_LINE = "    pid = tl.program_id(0)\n"
 
 
@@ -113,7 +114,10 @@ def variant_text(base: str, chunk_bytes: int | None, hint: int | None) -> str | 
     if chunk_bytes is not None:
         if CHUNK_LINE not in text:
             return None
-        text = text.replace(CHUNK_LINE, f"CHUNK_BYTES: tl.constexpr = {chunk_bytes}")
+        # A fixed width in bytes, in place of the file's choice (halving included).
+        text = text.replace(
+            CHUNK_LINE, f"CHUNK: tl.constexpr = min(BLOCK_E, {chunk_bytes} * 8 // BITS)"
+        )
     if hint is not None:
         if PID_LINE not in text:
             return None
@@ -256,12 +260,31 @@ def tile_choices(E, dtype):
     return found
 
 
-def variants_for(E, dtype):
+CHUNK_NAMES = ("CHUNK_BYTES", "WIDE", "FILLS", "NARROW", "HALVE", "CHUNK", "NCHUNK")  # 05's order
+
+
+def chunk_rule(source: str, bits: int, E: int) -> tuple[int, int]:
+    """(logits per chunk, chunks per row) that 05's source chooses for E logits of ``bits``
+    bits, computed with the kernel's own constexpr lines."""
+    lines = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.AnnAssign) and node.target.id in CHUNK_NAMES:
+            lines[node.target.id] = ast.unparse(node.value)
+    missing = set(CHUNK_NAMES) - set(lines)
+    if missing:
+        raise ValueError(f"05 no longer binds {sorted(missing)}")
+    names = {"E": E, "BLOCK_E": 1 << (E - 1).bit_length(), "BITS": bits, "min": min, "max": max}
+    for name in CHUNK_NAMES:
+        names[name] = eval(lines[name], names)
+    return names["CHUNK"], names["NCHUNK"]
+
+
+def variants_for(E, dtype, base_text):
     """(label, chunk_bytes, hint): the shipped chunk rule and fixed widths; the stride hint
     where E is no multiple of 16 (Triton then knows nothing of the rows' alignment)."""
     elem = 4 if dtype == "float32" else 2
     row = triton.next_power_of_2(E) * elem
-    rule = min(min(max(row // 4, 64), 128), row)  # the shipped rule's width in bytes
+    rule = chunk_rule(base_text, elem * 8, E)[0] * elem  # the shipped rule's width in bytes
     tries = (16, 32) if row <= 64 else (32, 128) if row <= 256 else (64, 256)
     widths, seen = [None], {rule}
     for b in tries:
@@ -304,7 +327,7 @@ def sweep(base_text, before, copy, shapes, out, quick, deadline) -> list[dict]:
 
 def sweep_shape(E, dtype, base_text, before, copy, quick, variants, screened) -> dict:
     plans = []
-    for label, w, h in variants_for(E, dtype):
+    for label, w, h in variants_for(E, dtype, base_text):
         key = (label, w, h)
         if key not in variants:
             text = variant_text(base_text, w, h)

@@ -834,22 +834,13 @@ def test_05s_chunk_widths_are_the_kernels():
     """The logits per chunk that 05's docstring and page quote at E = 128, and its comment at
     E = 160, computed with the kernel's own constexpr lines (a chunk is a quarter of the row, 64
     to 128 bytes, halved where that leaves no lane past E)."""
-    import ast
-
     ex = catalogue.find("05")
     source = (catalogue.SOLUTIONS / f"{ex.stem}.py").read_text()
-    lines = {}
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.AnnAssign) and node.target.id in CHUNK_NAMES:
-            lines[node.target.id] = ast.unparse(node.value)
-    assert set(lines) == set(CHUNK_NAMES)
+    sweep = catalogue.load_file(catalogue.ROOT / "scripts" / "gating_sweep.py")
 
     def chunks(bits: int, E: int) -> tuple[int, int]:
         """(logits per chunk, chunks per row)."""
-        names = {"E": E, "BLOCK_E": 1 << (E - 1).bit_length(), "BITS": bits, "min": min, "max": max}
-        for name in CHUNK_NAMES:
-            names[name] = eval(lines[name], names)
-        return names["CHUNK"], names["NCHUNK"]
+        return sweep.chunk_rule(source, bits, E)
 
     quoted = f"{chunks(32, 128)[0]} fp32 or {chunks(16, 128)[0]} bf16 logits at E = 128"
     page = (docs.PAGES / f"{ex.stem}.md").read_text()
@@ -861,9 +852,6 @@ def test_05s_chunk_widths_are_the_kernels():
     assert f"E = 160 in {count} chunks of {width}" in comments
     # Rows of 120 bytes (E = 60 in bf16) in 32-byte chunks; E = 60 in fp32 keeps 64 bytes.
     assert chunks(16, 60) == chunks(32, 60) == (16, 4)
-
-
-CHUNK_NAMES = ("CHUNK_BYTES", "WIDE", "FILLS", "NARROW", "HALVE", "CHUNK", "NCHUNK")  # 05's order
 
 
 def _assigned(path: Path) -> set[str]:

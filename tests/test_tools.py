@@ -740,3 +740,26 @@ def test_fa3_knobs_compiles_its_copy_of_07_apart():
     assert same.cache_key == fa3.cache_key
     with pytest.raises(SystemExit, match="07 has no constexpr constant NOPE"):
         knobs.variant({"NOPE": 1})
+
+
+def test_gating_sweeps_variants_apply_to_05_and_route_right(monkeypatch):
+    """scripts/gating_sweep.py --sweep rewrites anchors in 05's solution (a fixed chunk width, the
+    stride rounded to a multiple): every variant it plans must find its anchors, or the sweep
+    silently times nothing but the shipped file. Two of them, run in the interpreter, route a
+    ragged batch with ties and extreme logits exactly."""
+    sweep = catalogue.load_file(catalogue.ROOT / "scripts" / "gating_sweep.py")
+    monkeypatch.setattr(sweep, "DRY", True)
+    base = (catalogue.SOLUTIONS / f"{catalogue.find('05').stem}.py").read_text()
+    for E in sweep.EXPERTS:
+        for dtype in sweep.DTYPES:
+            plans = sweep.variants_for(E, dtype, base)
+            assert len(plans) >= 2, (E, dtype)
+            for label, w, h in plans:
+                assert sweep.variant_text(base, w, h) is not None, (E, dtype, label)
+    for E, dtype, w, h in ((160, "bfloat16", 128, None), (60, "float32", 32, 4)):
+        text = sweep.variant_text(base, w, h)
+        assert f"CHUNK: tl.constexpr = min(BLOCK_E, {w} * 8 // BITS)" in text
+        kernel = sweep.load_variant(text, f"test_{E}").moe_top2_gating_fast_kernel
+        x = sweep.special_logits(37, E, dtype, seed=E)
+        outs = sweep.pinned_call(sweep.inner_of(kernel), x, sweep.outputs(37), 16, 4)()
+        assert sweep.check(outs, sweep.exact_top2(x))["ok"], (E, dtype)
