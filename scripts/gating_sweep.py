@@ -37,12 +37,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from kata import runtime  # noqa: E402
+
+# The backend is chosen before Triton is imported: Triton reads TRITON_INTERPRET as it loads,
+# and a later choice of the interpreter would leave its own library functions compiled-only.
+runtime.configure()
+
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-from kata import catalogue, host, runtime  # noqa: E402
-
-runtime.configure()  # a script: the backend is chosen before any kernel is defined
+from kata import catalogue, host  # noqa: E402
 
 EXPERTS = (8, 16, 60, 64, 128, 160, 256)
 SWEEP_ORDER = (8, 60, 16, 64, 256, 160, 128)  # the worst first, in case the deadline comes
