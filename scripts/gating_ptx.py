@@ -2,7 +2,7 @@
 its PTX for each expert count and logit type, to see how wide they are and how many copies of
 the routing a kernel holds; and its SASS instructions, per thread and per row of logits (the
 kernel has no loop, so each thread runs each instruction at most once: where a kernel holds two
-copies of the routing, one of them runs).
+copies of the routing, one of them runs), and its barriers.
 
     KATA_DEVICE=compiler python scripts/gating_ptx.py [FILE]
 """
@@ -69,18 +69,24 @@ def main() -> int:
             compiled = triton.compile(src, target=target, options=options.__dict__)
             loads = re.findall(r"ld\.global[.\w]*", compiled.asm["ptx"])
             kinds = ", ".join(f"{loads.count(k)} {k}" for k in sorted(set(loads)))
-            sass = sass_instructions(compiled.asm["cubin"])
+            sass, barriers = sass_instructions(compiled.asm["cubin"])
             per_row = sass * warps * 32 / block_m
             print(
                 f"{str(dtype)[6:]:9} E={E:<4} stride={stride:<4} {kinds}; "
-                f"SASS {sass} per thread, {per_row:.0f} thread-instructions per row"
+                f"SASS {sass} per thread, {per_row:.0f} thread-instructions per row, "
+                f"{barriers} barriers"
             )
     return 0
 
 
-def sass_instructions(cubin: bytes) -> int:
-    """The instructions in a cubin's SASS."""
-    return len(re.findall(r"^\s+/\*[0-9a-f]{4}\*/\s+\S", sass.disassemble(cubin), flags=re.M))
+def sass_instructions(cubin: bytes) -> tuple[int, int]:
+    """The instructions in a cubin's SASS, and how many of them are barriers (``BAR``): the
+    kernel has no loop, so a barrier is a round trip through shared memory, as when Triton
+    regroups a result before storing it."""
+    ops = re.findall(
+        r"^\s+/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z]\w*)", sass.disassemble(cubin), flags=re.M
+    )
+    return len(ops), ops.count("BAR")
 
 
 if __name__ == "__main__":
