@@ -161,16 +161,34 @@ def run_case(case: str, tmp: Path):
     return spec, target, numbers, got, console
 
 
+class _OnDemand(dict):
+    """Futures of gradings, each submitted when its test first asks for it."""
+
+    def __init__(self, submit):
+        super().__init__()
+        self.submit = submit
+
+    def __missing__(self, case):
+        self[case] = future = self.submit(case)
+        return future
+
+
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    """Every folder graded, a few at a time (each grading is its own processes). Under xdist each
-    worker that runs a golden test grades every folder, so the workers share the CPUs: on a
-    16-core GPU machine, 12 workers of 16 threads each starved the launchers past their 90 s."""
+def graded(request, tmp_path_factory):
+    """Every folder's grading, a few at a time (each grading is its own processes). Where this
+    process runs the whole module (no xdist, or xdist's ``--dist loadfile`` as ``nox -s tests``
+    runs it) every folder is graded at once on a share of the CPUs: on a 16-core GPU machine, 12
+    workers of 16 threads each starved the launchers past their 90 s. Where xdist deals the tests
+    out one by one (``-n N`` alone), a worker grades only the folders of the tests it is given:
+    grading every folder in each worker did the work N times over."""
     tmp = tmp_path_factory.mktemp("golden")
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    whole = workers == 1 or request.config.getoption("dist", "no") in ("loadfile", "loadscope")
     with ThreadPoolExecutor(max_workers=max(2, (os.cpu_count() or 1) // workers)) as pool:
-        futures = {case: pool.submit(run_case, case, tmp) for case in CASES}
-        yield {case: future for case, future in futures.items()}
+        if whole:
+            yield {case: pool.submit(run_case, case, tmp) for case in CASES}
+        else:
+            yield _OnDemand(lambda case: pool.submit(run_case, case, tmp))
 
 
 @pytest.mark.slow
