@@ -264,12 +264,13 @@ def tile_choices(E, dtype):
     return found
 
 
-CHUNK_NAMES = ("CHUNK_BYTES", "WIDE", "FILLS", "NARROW", "HALVE", "CHUNK", "NCHUNK")  # 05's order
+# 05's constexpr lines that choose the chunk, in its order
+CHUNK_NAMES = ("WHOLE_ROWS", "CHUNK_BYTES", "WIDE", "FILLS", "NARROW", "HALVE", "CHUNK", "NCHUNK")
 
 
-def chunk_rule(source: str, bits: int, E: int) -> tuple[int, int]:
-    """(logits per chunk, chunks per row) that 05's source chooses for E logits of ``bits``
-    bits, computed with the kernel's own constexpr lines."""
+@functools.cache
+def _chunk_lines(source: str) -> dict:
+    """{name: expression} of CHUNK_NAMES in 05's source (parsed once per source)."""
     lines = {}
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.AnnAssign) and node.target.id in CHUNK_NAMES:
@@ -277,6 +278,13 @@ def chunk_rule(source: str, bits: int, E: int) -> tuple[int, int]:
     missing = set(CHUNK_NAMES) - set(lines)
     if missing:
         raise ValueError(f"05 no longer binds {sorted(missing)}")
+    return lines
+
+
+def chunk_rule(source: str, bits: int, E: int) -> tuple[int, int]:
+    """(logits per chunk, chunks per row) that 05's source chooses for E logits of ``bits``
+    bits, computed with the kernel's own constexpr lines."""
+    lines = _chunk_lines(source)
     names = {"E": E, "BLOCK_E": 1 << (E - 1).bit_length(), "BITS": bits, "min": min, "max": max}
     for name in CHUNK_NAMES:
         names[name] = eval(lines[name], names)

@@ -244,9 +244,8 @@ def _route_tile(
     # at most 64 bytes (E <= 16 in fp32, <= 32 in bf16) go in 16-byte chunks: one load per slot,
     # and a thread holds whole rows, so picking a row's best needs no other thread.
     BITS: tl.constexpr = logits_ptr.dtype.element_ty.primitive_bitwidth
-    CHUNK_BYTES: tl.constexpr = (
-        16 if BLOCK_E * BITS <= 512 else min(max(BLOCK_E * BITS // 32, 64), 128)
-    )
+    WHOLE_ROWS: tl.constexpr = BLOCK_E * BITS <= 512
+    CHUNK_BYTES: tl.constexpr = 16 if WHOLE_ROWS else min(max(BLOCK_E * BITS // 32, 64), 128)
     WIDE: tl.constexpr = min(BLOCK_E, CHUNK_BYTES * 8 // BITS)
     # The chunks cover E, not BLOCK_E: every lane past E would cost the compares of a real
     # logit (E = 160 is padded to 256). Chunks are halved (to no less than 32 bytes) where that
@@ -293,7 +292,7 @@ def _route_tile(
     # compiler can prove consecutive it would regroup first, two rows to a thread, through
     # shared memory with a barrier per output (E = 8: a tenth of the instructions); tl.where
     # hides that the rows are consecutive.
-    if BLOCK_E * BITS <= 512:
+    if WHOLE_ROWS:
         rows = tl.where(row_ok, rows, 0)
     tl.store(weight0_ptr + rows, 1.0 - w1, mask=row_ok)
     tl.store(weight1_ptr + rows, w1, mask=row_ok)
